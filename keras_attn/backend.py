@@ -1,0 +1,196 @@
+"""The one place keras_attn imports Keras: Keras 3, or tf_keras under
+TF_USE_LEGACY_KERAS.
+
+TensorFlow routes `tf.keras` to the `tf_keras` package (Keras 2) when the environment
+variable `TF_USE_LEGACY_KERAS` is "1", "true" or "True", and to Keras 3 otherwise. This
+module applies the same rule, so a keras_attn layer always lives in the same Keras as
+the
+user's `tf.keras` model. It reads the variable and never sets it.
+
+Every other module does `from keras_attn.backend import keras, tf`. Layer math is
+written
+in TensorFlow ops, which run under both generations, compile with XLA and run on TPU.
+
+Also here: the masked softmax every layer uses, dtype-aware mask constants, and the few
+calls whose spelling differs between the generations (registration, SavedModel export).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import os
+
+import tensorflow as tf
+
+_LEGACY_VALUES = ("true", "True", "1")
+
+#: True when `TF_USE_LEGACY_KERAS` asks for Keras 2 (the `tf_keras` package).
+USE_LEGACY_KERAS = os.environ.get("TF_USE_LEGACY_KERAS", None) in _LEGACY_VALUES
+
+if USE_LEGACY_KERAS:
+    import tf_keras as keras
+else:
+    import keras
+
+#: True under Keras 3, False under tf_keras (Keras 2).
+KERAS_3 = not USE_LEGACY_KERAS
+
+__all__ = [
+    "KERAS_3",
+    "Layer",
+    "USE_LEGACY_KERAS",
+    "clone_initializer",
+    "export_saved_model",
+    "keras",
+    "mask_fill_value",
+    "masked_softmax",
+    "register",
+    "tf",
+]
+
+
+class Layer(keras.layers.Layer):
+    """`keras.layers.Layer` that builds from every tensor argument, in both generations.
+
+    Keras 3 calls `build(query_shape, key_shape, ...)` with the shape of each tensor
+    argument of `call` whose name matches (`query` -> `query_shape`). tf_keras passes
+    only
+    the first argument's shape. Under tf_keras this base class applies the Keras 3 rule
+    itself, and saves and restores all those shapes in the build config, so a reloaded
+    layer with two inputs of different widths rebuilds the same weights.
+    """
+
+    def cast_inputs(self, *tensors):
+        """Casts floating tensors to the layer's compute dtype (None passes through).
+
+        Keras 3 autocasts every tensor argument; tf_keras only the first, so a layer
+        with
+        several inputs under a mixed policy would otherwise mix float16 and float32.
+        """
+        dtype = tf.as_dtype(self.compute_dtype)
+        cast = []
+        for t in tensors:
+            if t is not None and not hasattr(t, "op") and not tf.is_tensor(t):
+                t = tf.convert_to_tensor(t)  # tf_keras passes NumPy keywords as is
+            if t is not None and tf.as_dtype(t.dtype).is_floating and t.dtype != dtype:
+                t = tf.cast(t, dtype)
+            cast.append(t)
+        return cast[0] if len(cast) == 1 else cast
+
+    if not KERAS_3:
+
+        def __call__(self, *args, **kwargs):
+            if not self.built:
+                shapes = self._shapes_for_build(args, kwargs)
+                if shapes is not None:
+                    with tf.init_scope():
+                        self.build(**shapes)
+                    self._build_shapes = {
+                        k: None if v is None else v.as_list() for k, v in shapes.items()
+                    }
+                    self.built = True
+            return super().__call__(*args, **kwargs)
+
+        def _shapes_for_build(self, args, kwargs):
+            params = [
+                p
+                for p in inspect.signature(self.build).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            ]
+            if len(params) < 2:
+                return None  # One input: tf_keras' own build is the same.
+            bound = inspect.signature(self.call).bind_partial(*args, **kwargs).arguments
+            names = {p.name for p in params}
+            return {
+                f"{k}_shape": tf.TensorShape(v.shape)
+                for k, v in bound.items()
+                if f"{k}_shape" in names and v is not None and hasattr(v, "shape")
+            }
+
+        def get_build_config(self):
+            shapes = getattr(self, "_build_shapes", None)
+            if shapes is not None:
+                return {"shapes_dict": shapes}
+            return super().get_build_config()
+
+        def build_from_config(self, config):
+            if "shapes_dict" in config:
+                shapes = {
+                    k: tf.TensorShape(v) for k, v in config["shapes_dict"].items()
+                }
+                self.build(**shapes)
+                self._build_shapes = config["shapes_dict"]
+                self.built = True
+                return
+            super().build_from_config(config)
+
+
+def register(cls):
+    """Registers a class for Keras serialization under the package name `keras_attn`."""
+    return keras.saving.register_keras_serializable(package="keras_attn")(cls)
+
+
+def clone_initializer(initializer):
+    """A fresh copy of an initializer, for each weight that uses it.
+
+    tf_keras gives identical values to every call of one unseeded initializer instance,
+    so two weights built from the same instance would start equal (and stay symmetric).
+    """
+    initializer = keras.initializers.get(initializer)
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def mask_fill_value(dtype) -> float:
+    """The most negative finite value of `dtype`, used to blank masked scores.
+
+    float16 cannot hold -1e9 (its minimum is -65504), so a fixed constant would turn
+    into
+    -inf and then into NaN in a fully masked row; the dtype's own minimum never
+    overflows.
+    """
+    return tf.as_dtype(dtype).min
+
+
+def masked_softmax(scores: tf.Tensor, mask: tf.Tensor | None = None, axis: int = -1):
+    """Softmax over `axis` that ignores masked positions.
+
+    Args:
+        scores: float tensor of attention scores, e.g. `(batch, q_len, k_len)`.
+        mask: optional boolean tensor broadcastable to `scores`; True marks a real
+            position. Integer or float masks are read as `mask != 0`.
+        axis: the axis to normalize over. Defaults to -1.
+
+    Returns:
+        Weights of the shape and dtype of `scores`. Masked positions get exactly 0,
+        and a
+        row without any real position gets all-zero weights (not NaN, not uniform).
+    """
+    if mask is None:
+        return tf.nn.softmax(scores, axis=axis)
+    if mask.dtype != tf.bool:
+        mask = tf.not_equal(mask, tf.zeros([], mask.dtype))
+    dtype = scores.dtype
+    # Half precision overflows in exp() far sooner than float32: normalize in float32.
+    work_dtype = tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
+    scores = tf.cast(scores, work_dtype)
+    scores = tf.where(mask, scores, mask_fill_value(work_dtype))
+    weights = tf.nn.softmax(scores, axis=axis)
+    # A fully masked row came out uniform above; this zeroes it (and every masked slot).
+    weights = tf.where(mask, weights, tf.zeros([], work_dtype))
+    return tf.cast(weights, dtype)
+
+
+def export_saved_model(model, filepath: str) -> None:
+    """Writes `model` as a TensorFlow SavedModel with a `serving_default` signature.
+
+    The result loads with `tf.saved_model.load` in a process that imports neither Keras
+    nor keras_attn (TF Serving reads the same files).
+    """
+    if KERAS_3:
+        model.export(filepath, format="tf_saved_model", verbose=False)
+    else:
+        # tf_keras prints the endpoints on every export and has no switch for it.
+        with contextlib.redirect_stdout(io.StringIO()):
+            model.export(filepath)

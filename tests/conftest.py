@@ -1,0 +1,39 @@
+"""Test configuration: quiet TensorFlow, seeded randomness, and the shared data folder."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from keras_attn.backend import KERAS_3, keras, tf  # noqa: E402
+
+#: `../shared/data` beside the repository: real data for slow tests and benchmarks.
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_data(relative: str) -> Path:
+    """Path of a file under ../shared/data, or skip the test when it is absent."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"{path} is absent: this test reads ../shared/data (see DATA.md)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_policy():
+    keras.utils.set_random_seed(0)
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def pytest_report_header(config):
+    return f"keras_attn under {'Keras 3' if KERAS_3 else 'tf_keras (Keras 2)'}: " + (
+        f"keras {keras.__version__}, tensorflow {tf.__version__}"
+    )
+
+
+rng = np.random.default_rng

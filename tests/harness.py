@@ -1,0 +1,303 @@
+"""The shared layer harness: one call checks every contract a keras_attn layer keeps.
+
+`run_layer_test` checks, for one layer configuration:
+config round trip and registered serialization; eager and symbolic (functional) output
+shapes; trainable/non-trainable weight counts; one `fit` step that changes weights;
+`mixed_float16` and `mixed_bfloat16` (finite outputs and gradients, masks included); a
+training step under `jit_compile=True`; `.keras` save and reload with equal outputs; and
+a SavedModel export reloaded in a subprocess that imports only TensorFlow (it asserts
+that neither keras, tf_keras nor keras_attn got imported) and gives the same outputs.
+
+`assert_mask_invariant` checks that values at padded positions change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from keras_attn.backend import export_saved_model, keras, tf
+
+# Runs in a fresh interpreter: loads the SavedModel with TensorFlow alone.
+_RELOAD_SCRIPT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+# `import tensorflow` itself pulls in parts of keras (its tf.keras lazy loader): what
+# counts is that loading and serving the model imports nothing more of them.
+def _keras_modules():
+    return {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
+baseline = _keras_modules()
+export_dir, inputs_path, outputs_path = sys.argv[1:4]
+loaded = tf.saved_model.load(export_dir)
+serve = loaded.signatures["serving_default"]
+with np.load(inputs_path) as data:
+    feeds = {k: tf.constant(data[k]) for k in data.files}
+outputs = serve(**feeds)
+np.savez(outputs_path, **{k: v.numpy() for k, v in outputs.items()})
+forbidden = sorted(_keras_modules() - baseline) + sorted(
+    m for m in sys.modules if m.split(".")[0] == "keras_attn"
+)
+print(json.dumps({"forbidden_modules": forbidden[:5]}))
+"""
+
+
+def _flat_shapes(structure):
+    """Flattens an expected-shape structure whose leaves are tuples of ints/None."""
+    if isinstance(structure, dict):
+        return [s for k in sorted(structure) for s in _flat_shapes(structure[k])]
+    if isinstance(structure, (list, tuple)) and structure and all(
+        isinstance(s, (list, tuple)) for s in structure
+    ):
+        return [s for item in structure for s in _flat_shapes(item)]
+    return [tuple(structure)]
+
+
+def _flat_outputs(outputs):
+    if isinstance(outputs, dict):
+        return [o for k in sorted(outputs) for o in _flat_outputs(outputs[k])]
+    if isinstance(outputs, (list, tuple)):
+        return [o for item in outputs for o in _flat_outputs(item)]
+    return [outputs]
+
+
+def _numpy(x):
+    return np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+
+
+def _assert_shape(name, got, expected, ignore_batch=False):
+    got, expected = tuple(got), tuple(expected)
+    if ignore_batch:
+        got, expected = got[1:], expected[1:]
+    assert got == expected, f"{name}: shape {got} != expected {expected}"
+
+
+def _assert_finite(name, values):
+    for i, v in enumerate(values):
+        v = _numpy(v).astype("float64") if _numpy(v).dtype.kind == "f" else _numpy(v)
+        if v.dtype.kind == "f":
+            assert np.all(np.isfinite(v)), f"{name}: output {i} has NaN/inf"
+
+
+def _call(layer, inputs, call_kwargs, training=None):
+    """Calls the layer: the first input positionally, the others by name."""
+    names = list(inputs)
+    kwargs = {k: inputs[k] for k in names[1:]}
+    if training is not None:
+        kwargs["training"] = training
+    return layer(inputs[names[0]], **kwargs, **(call_kwargs or {}))
+
+
+def _keras_inputs(inputs):
+    return {
+        name: keras.Input(shape=arr.shape[1:], dtype=arr.dtype.name, name=name)
+        for name, arr in inputs.items()
+    }
+
+
+def _functional(layer, inputs, call_kwargs):
+    symbolic = _keras_inputs(inputs)
+    outputs = _call(layer, symbolic, call_kwargs)
+    flat = _flat_outputs(outputs)
+    return keras.Model(symbolic, flat if len(flat) > 1 else flat[0]), flat
+
+
+def _fit_once(model, inputs, jit_compile=False):
+    """One optimizer step on an MSE to random targets; returns the loss."""
+    flat = _flat_outputs(model(inputs))
+    rng = np.random.default_rng(0)
+    targets = [rng.normal(size=_numpy(o).shape).astype("float32") for o in flat]
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2), loss="mse", jit_compile=jit_compile
+    )
+    history = model.fit(
+        inputs,
+        targets if len(targets) > 1 else targets[0],
+        batch_size=len(next(iter(inputs.values()))),
+        epochs=1,
+        verbose=0,
+    )
+    return history.history["loss"][-1]
+
+
+def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
+    for policy in ("mixed_float16", "mixed_bfloat16"):
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            layer = layer_cls(**init_kwargs)
+            cast = {
+                k: tf.constant(v) if v.dtype.kind != "f" else tf.constant(v, "float32")
+                for k, v in inputs.items()
+            }
+            with tf.GradientTape() as tape:
+                outputs = _flat_outputs(_call(layer, cast, call_kwargs, training=True))
+                loss = tf.add_n(
+                    [tf.reduce_sum(tf.cast(o, "float32")) for o in outputs]
+                    + [tf.cast(x, "float32") for x in layer.losses]
+                )
+            _assert_finite(f"{policy} outputs", outputs)
+            compute = tf.as_dtype(policy.split("_")[1])
+            assert any(o.dtype == compute for o in outputs), (
+                f"{policy}: no output in {compute.name}: {[o.dtype for o in outputs]}"
+            )
+            grads = tape.gradient(loss, layer.trainable_weights)
+            _assert_finite(
+                f"{policy} gradients", [g for g in grads if g is not None]
+            )
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+
+def _check_saved_model(model, inputs, expected, atol, tmp):
+    export_dir = os.path.join(tmp, "export")
+    export_saved_model(model, export_dir)
+    in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
+    np.savez(in_path, **inputs)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    proc = subprocess.run(
+        [sys.executable, "-c", _RELOAD_SCRIPT, export_dir, in_path, out_path],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,  # so the project checkout is not on sys.path
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"SavedModel reload failed:\n{proc.stderr[-3000:]}"
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["forbidden_modules"] == [], report
+    with np.load(out_path) as data:
+        # serving_default names outputs output_0, output_1, ... in model order.
+        got = [data[k] for k in sorted(data.files, key=lambda s: int(s.split("_")[-1]))]
+    assert len(got) == len(expected), (len(got), len(expected))
+    for i, (g, e) in enumerate(zip(got, expected)):
+        np.testing.assert_allclose(g, e, atol=atol, err_msg=f"SavedModel output {i}")
+
+
+def run_layer_test(
+    layer_cls,
+    init_kwargs: dict,
+    inputs: dict[str, np.ndarray],
+    expected_output_shape,
+    expected_num_trainable_weights: int | None = None,
+    expected_num_non_trainable_weights: int = 0,
+    call_kwargs: dict | None = None,
+    expected_num_losses: int = 0,
+    run_fit: bool = True,
+    run_mixed_precision: bool = True,
+    run_xla: bool = True,
+    run_saving: bool = True,
+    run_saved_model: bool = True,
+    atol: float = 1e-5,
+):
+    """Checks one layer configuration against every keras_attn contract.
+
+    Args:
+        layer_cls: the layer class.
+        init_kwargs: constructor arguments.
+        inputs: the call's tensor arguments by name, in call order; the first is passed
+            positionally, the rest as keywords. Boolean arrays are masks.
+        expected_output_shape: a shape tuple, or a list/dict of them for several outputs
+            (batch dim included; it is ignored for symbolic outputs).
+        expected_num_trainable_weights: after build. None skips the check.
+        expected_num_non_trainable_weights: after build.
+        call_kwargs: non-tensor call arguments (e.g. `return_attention_scores=True`).
+        expected_num_losses: `layer.losses` after a call (regularizers, add_loss).
+    """
+    inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    expected = _flat_shapes(expected_output_shape)
+
+    # Config round trip, and registration under the package name.
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    revived = layer_cls.from_config(config)
+    assert revived.get_config() == config, "get_config/from_config round trip differs"
+    serialized = keras.saving.serialize_keras_object(layer)
+    assert keras.saving.deserialize_keras_object(serialized).__class__ is layer_cls
+    json.dumps(config)  # the config must be JSON-serializable
+
+    # Eager call, output shapes, weight counts, losses.
+    outputs = _flat_outputs(_call(layer, inputs, call_kwargs))
+    assert len(outputs) == len(expected), f"{len(outputs)} outputs, {len(expected)}"
+    for i, (o, e) in enumerate(zip(outputs, expected)):
+        _assert_shape(f"eager output {i}", o.shape, e)
+    _assert_finite("eager", outputs)
+    if expected_num_trainable_weights is not None:
+        assert len(layer.trainable_weights) == expected_num_trainable_weights, [
+            w.name for w in layer.trainable_weights
+        ]
+    assert len(layer.non_trainable_weights) == expected_num_non_trainable_weights, [
+        w.name for w in layer.non_trainable_weights
+    ]
+    assert len(layer.losses) == expected_num_losses, layer.losses
+
+    # Symbolic (functional) shapes.
+    model, symbolic = _functional(layer_cls(**init_kwargs), inputs, call_kwargs)
+    for i, (o, e) in enumerate(zip(symbolic, expected)):
+        _assert_shape(f"symbolic output {i}", o.shape, e, ignore_batch=True)
+
+    if run_fit and model.trainable_weights:
+        before = [w.numpy().copy() for w in model.trainable_weights]
+        loss = _fit_once(model, inputs)
+        assert np.isfinite(loss), f"fit loss {loss}"
+        changed = [
+            not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights)
+        ]
+        assert any(changed), "one fit step changed no weight"
+
+    if run_xla:
+        xla_model, _ = _functional(layer_cls(**init_kwargs), inputs, call_kwargs)
+        loss = _fit_once(xla_model, inputs, jit_compile=True)
+        assert np.isfinite(loss), f"jit_compile fit loss {loss}"
+
+    if run_mixed_precision:
+        _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs)
+
+    if run_saving or run_saved_model:
+        expected_values = [_numpy(o) for o in _flat_outputs(model(inputs))]
+        with tempfile.TemporaryDirectory() as tmp:
+            if run_saving:
+                path = os.path.join(tmp, "model.keras")
+                model.save(path)
+                reloaded = keras.models.load_model(path)
+                got = [_numpy(o) for o in _flat_outputs(reloaded(inputs))]
+                for i, (g, e) in enumerate(zip(got, expected_values)):
+                    np.testing.assert_allclose(
+                        g, e, atol=atol, err_msg=f".keras reload output {i}"
+                    )
+            if run_saved_model:
+                _check_saved_model(model, inputs, expected_values, atol, tmp)
+    return layer
+
+
+def assert_mask_invariant(
+    layer,
+    inputs: dict[str, np.ndarray],
+    target: str,
+    padded: np.ndarray,
+    call_kwargs: dict | None = None,
+    seed: int = 0,
+    atol: float = 1e-5,
+):
+    """Asserts that changing `inputs[target]` where `padded` is True changes nothing.
+
+    `padded` has the shape of `inputs[target]` without its last axis.
+    """
+    base = [_numpy(o) for o in _flat_outputs(_call(layer, inputs, call_kwargs))]
+    noisy = dict(inputs)
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(scale=10.0, size=inputs[target].shape).astype(
+        inputs[target].dtype
+    )
+    noisy[target] = np.where(padded[..., None], noise, inputs[target])
+    got = [_numpy(o) for o in _flat_outputs(_call(layer, noisy, call_kwargs))]
+    for i, (g, b) in enumerate(zip(got, base)):
+        np.testing.assert_allclose(g, b, atol=atol, err_msg=f"output {i} moved")
+
+
+__all__ = ["assert_mask_invariant", "run_layer_test"]
