@@ -1,4 +1,5 @@
-"""Test configuration: quiet TensorFlow, seeded randomness, and the shared data folder."""
+"""Test configuration: quiet TensorFlow, seeded randomness, and the shared data
+folder."""
 
 import os
 

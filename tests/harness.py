@@ -13,6 +13,7 @@ that neither keras, tf_keras nor keras_attn got imported) and gives the same out
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -51,8 +52,10 @@ def _flat_shapes(structure):
     """Flattens an expected-shape structure whose leaves are tuples of ints/None."""
     if isinstance(structure, dict):
         return [s for k in sorted(structure) for s in _flat_shapes(structure[k])]
-    if isinstance(structure, (list, tuple)) and structure and all(
-        isinstance(s, (list, tuple)) for s in structure
+    if (
+        isinstance(structure, (list, tuple))
+        and structure
+        and all(isinstance(s, (list, tuple, dict)) for s in structure)
     ):
         return [s for item in structure for s in _flat_shapes(item)]
     return [tuple(structure)]
@@ -88,7 +91,7 @@ def _call(layer, inputs, call_kwargs, training=None):
     """Calls the layer: the first input positionally, the others by name."""
     names = list(inputs)
     kwargs = {k: inputs[k] for k in names[1:]}
-    if training is not None:
+    if training is not None and "training" in inspect.signature(layer.call).parameters:
         kwargs["training"] = training
     return layer(inputs[names[0]], **kwargs, **(call_kwargs or {}))
 
@@ -146,9 +149,7 @@ def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
                 f"{policy}: no output in {compute.name}: {[o.dtype for o in outputs]}"
             )
             grads = tape.gradient(loss, layer.trainable_weights)
-            _assert_finite(
-                f"{policy} gradients", [g for g in grads if g is not None]
-            )
+            _assert_finite(f"{policy} gradients", [g for g in grads if g is not None])
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
@@ -246,7 +247,8 @@ def run_layer_test(
         loss = _fit_once(model, inputs)
         assert np.isfinite(loss), f"fit loss {loss}"
         changed = [
-            not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights)
+            not np.allclose(b, w.numpy())
+            for b, w in zip(before, model.trainable_weights)
         ]
         assert any(changed), "one fit step changed no weight"
 

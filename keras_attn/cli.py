@@ -1,0 +1,59 @@
+"""`keras-attn`: the command line of keras_attn.
+
+Subcommands register themselves through `COMMANDS`: each entry adds its parser to the
+subparsers and names the function that runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from keras_attn import __version__
+
+
+def _layers(args: argparse.Namespace) -> int:
+    import keras_attn.layers as layers
+
+    for name in layers.__all__:
+        obj = getattr(layers, name)
+        if not isinstance(obj, type):
+            continue
+        summary = (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
+        print(f"{name:28s} {summary}")
+    return 0
+
+
+def _add_layers(subparsers) -> None:
+    parser = subparsers.add_parser("layers", help="list the public layers")
+    parser.set_defaults(func=_layers)
+
+
+#: Functions that each add one subcommand to the subparsers.
+COMMANDS = [_add_layers]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="keras-attn",
+        description="Attention layers and models for recommenders and NLP "
+        "(Keras 3, or Keras 2 with TF_USE_LEGACY_KERAS=1).",
+    )
+    parser.add_argument("--version", action="version", version=__version__)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""The `keras-attn` console script."""
+
+import pytest
+
+import keras_attn
+import keras_attn.layers
+from keras_attn.cli import main
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == keras_attn.__version__
+
+
+def test_layers_lists_every_public_layer(capsys):
+    assert main(["layers"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    public = [
+        n
+        for n in keras_attn.layers.__all__
+        if isinstance(getattr(keras_attn.layers, n), type)
+    ]
+    assert listed == public
+    assert "MultiHeadAttention" in listed
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "usage: keras-attn" in capsys.readouterr().out
