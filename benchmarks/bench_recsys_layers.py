@@ -1,0 +1,227 @@
+"""Training-step time of keras_attn's recommender layers against DeepCTR's.
+
+Compares, at the same sizes and with the same optimizer step:
+- `InteractingLayer` vs DeepCTR's `InteractingLayer` (39 fields x dim 16, 2 heads of
+  8, residual on);
+- `AttentionSequencePooling` vs DeepCTR's `AttentionSequencePoolingLayer` (history
+  50, dim 16, MLP (80, 40) with Dice, raw weights, variable history lengths);
+- `MMoE` vs DeepCTR's `MMOE` model (input 39 x 16 = 624, 8 experts of (256, 128),
+  two tasks with towers of 64: the same model built around keras_attn's `MMoE`).
+
+DeepCTR runs only with `TF_USE_LEGACY_KERAS=1` and tries to reach a package index on
+import, so both implementations are timed in one subprocess under tf_keras, alternating
+them round by round; a second subprocess times keras_attn under Keras 3 alone, for
+reference. Ratios go to benchmarks/RESULTS.md.
+
+Run: `python -m benchmarks.bench_recsys_layers` (a few minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+BATCH = 256
+FIELDS, DIM = 39, 16
+HISTORY = 50
+EXPERTS = 8
+SECTION = "Recommender layers vs DeepCTR (training step)"
+
+
+def _train_step(tf, model, optimizer):
+    @tf.function
+    def step(inputs, targets):
+        with tf.GradientTape() as tape:
+            outputs = model(inputs, training=True)
+            if not isinstance(outputs, (list, tuple)):
+                outputs = [outputs]
+            loss = tf.add_n(
+                [
+                    tf.reduce_mean(tf.square(tf.cast(o, tf.float32) - t))
+                    for o, t in zip(outputs, targets)
+                ]
+            )
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
+
+
+def _models(keras, tf, with_deepctr):
+    """{case: {impl: (model, inputs, output shapes)}} at the benchmark's sizes."""
+    import numpy as np
+
+    from keras_attn.layers import AttentionSequencePooling, InteractingLayer, MMoE
+
+    rng = np.random.default_rng(0)
+    cases = {}
+
+    fields = rng.normal(size=(BATCH, FIELDS, DIM)).astype("float32")
+    x = keras.Input((FIELDS, DIM))
+    ours = keras.Model(x, InteractingLayer(num_heads=2, att_dim=8)(x))
+    cases["InteractingLayer"] = {"keras_attn": (ours, fields)}
+
+    query = rng.normal(size=(BATCH, DIM)).astype("float32")
+    keys = rng.normal(size=(BATCH, HISTORY, DIM)).astype("float32")
+    lengths = rng.integers(1, HISTORY + 1, size=(BATCH, 1))
+    mask = np.arange(HISTORY)[None, :] < lengths
+    q, k, m = (
+        keras.Input((DIM,)),
+        keras.Input((HISTORY, DIM)),
+        keras.Input((HISTORY,), dtype="bool"),
+    )
+    pooled = AttentionSequencePooling(hidden_units=(80, 40), activation="dice")(
+        q, k, mask=m
+    )
+    cases["AttentionSequencePooling"] = {
+        "keras_attn": (keras.Model([q, k, m], pooled), [query, keys, mask])
+    }
+
+    flat = rng.normal(size=(BATCH, FIELDS * DIM)).astype("float32")
+    tasks = ["ctr", "ctcvr"]
+    x = keras.Input((FIELDS * DIM,), name="x")
+    mixed = MMoE(tasks, num_experts=EXPERTS, expert_units=(256, 128))(x)
+    outs = []
+    for task in tasks:
+        h = keras.layers.Dense(64, activation="relu")(mixed[task])
+        h = keras.layers.Dense(1, use_bias=False)(h)
+        outs.append(keras.layers.Activation("sigmoid", name=task)(h))
+    cases["MMoE"] = {"keras_attn": (keras.Model(x, outs), flat)}
+
+    if with_deepctr:
+        from deepctr.feature_column import DenseFeat
+        from deepctr.layers.interaction import InteractingLayer as DeepInteracting
+        from deepctr.layers.sequence import AttentionSequencePoolingLayer
+        from deepctr.models.multitask import MMOE
+
+        x = keras.Input((FIELDS, DIM))
+        layer = DeepInteracting(att_embedding_size=8, head_num=2, use_res=True)
+        cases["InteractingLayer"]["DeepCTR"] = (keras.Model(x, layer(x)), fields)
+
+        q3, k = keras.Input((1, DIM)), keras.Input((HISTORY, DIM))
+        n = keras.Input((1,), dtype="int32")
+        layer = AttentionSequencePoolingLayer(
+            att_hidden_units=(80, 40), att_activation="dice"
+        )
+        cases["AttentionSequencePooling"]["DeepCTR"] = (
+            keras.Model([q3, k, n], layer([q3, k, n])),
+            [query[:, None, :], keys, lengths.astype("int32")],
+        )
+
+        model = MMOE(
+            [DenseFeat("x", FIELDS * DIM)],
+            num_experts=EXPERTS,
+            expert_dnn_hidden_units=(256, 128),
+            tower_dnn_hidden_units=(64,),
+            task_names=tuple(tasks),
+        )
+        cases["MMoE"]["DeepCTR"] = (model, flat)
+    return cases
+
+
+def _worker(with_deepctr: bool, rounds: int, steps: int) -> dict:
+    import numpy as np
+
+    from keras_attn.backend import keras, tf
+
+    results = {}
+    for case, impls in _models(keras, tf, with_deepctr).items():
+        runners = {}
+        for impl, (model, inputs) in impls.items():
+            outputs = model(inputs)
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            targets = [tf.zeros_like(tf.cast(o, tf.float32)) for o in outputs]
+            step = _train_step(tf, model, keras.optimizers.SGD(1e-3))
+            feeds = (
+                [tf.constant(a) for a in inputs]
+                if isinstance(inputs, list)
+                else tf.constant(inputs)
+            )
+            for _ in range(3):  # trace and warm up
+                step(feeds, targets).numpy()
+            runners[impl] = (step, feeds, targets)
+        times = {impl: [] for impl in runners}
+        order = list(runners)
+        for r in range(rounds):
+            for impl in order if r % 2 == 0 else order[::-1]:
+                step, feeds, targets = runners[impl]
+                start = time.perf_counter()
+                for _ in range(steps):
+                    loss = step(feeds, targets)
+                loss.numpy()
+                times[impl].append((time.perf_counter() - start) / steps)
+        results[case] = {impl: float(np.median(t)) for impl, t in times.items()}
+    return results
+
+
+def _run_worker(legacy: bool, rounds: int, steps: int) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    if legacy:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    args = [sys.executable, "-m", "benchmarks.bench_recsys_layers", "--worker"]
+    args += ["--rounds", str(rounds), "--steps", str(steps)]
+    if legacy:
+        args.append("--deepctr")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        args, env=env, cwd=root, capture_output=True, text=True, timeout=900
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--deepctr", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(args.deepctr, args.rounds, args.steps)))
+        return
+
+    load = os.getloadavg()[0]
+    legacy = _run_worker(True, args.rounds, args.steps)
+    keras3 = _run_worker(False, args.rounds, args.steps)
+    lines = [
+        f"Batch {BATCH}; median of {args.rounds} rounds of {args.steps} SGD steps "
+        "(forward, backward, update) in `tf.function`, no XLA. DeepCTR 0.9.4 and "
+        "keras_attn alternate in one tf_keras process; the last column is keras_attn "
+        "under Keras 3 in its own process. 1-minute load average when the run "
+        f"started: {load:.1f} on {os.cpu_count()} cores (other jobs share them: above "
+        "the core count, read the ratios as noise-bound).",
+        "",
+        "| layer | sizes | DeepCTR ms/step | keras_attn ms/step (tf_keras) | speed-up "
+        "| keras_attn ms/step (Keras 3) |",
+        "|---|---|---|---|---|---|",
+    ]
+    sizes = {
+        "InteractingLayer": f"{FIELDS} fields x {DIM}, 2 heads x 8, residual",
+        "AttentionSequencePooling": f"history {HISTORY} x {DIM}, MLP (80, 40), Dice",
+        "MMoE": f"input {FIELDS * DIM}, {EXPERTS} experts (256, 128), 2 tasks",
+    }
+    for case, times in legacy.items():
+        deep, ours = times["DeepCTR"], times["keras_attn"]
+        lines.append(
+            f"| `{case}` | {sizes[case]} | {deep * 1e3:.2f} | {ours * 1e3:.2f} | "
+            f"{deep / ours:.2f}x | {keras3[case]['keras_attn'] * 1e3:.2f} |"
+        )
+    body = "\n".join(lines)
+    print(body)
+    if not args.no_write:
+        from benchmarks._results import write_section
+
+        write_section(SECTION, body, "python -m benchmarks.bench_recsys_layers")
+
+
+if __name__ == "__main__":
+    main()

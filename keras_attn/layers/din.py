@@ -1,0 +1,469 @@
+"""Deep Interest Network layers: Dice, LocalActivationUnit, AttentionSequencePooling."""
+
+from __future__ import annotations
+
+from keras_attn.backend import (
+    Layer,
+    clone_initializer,
+    keras,
+    masked_softmax,
+    register,
+    tf,
+)
+from keras_attn.layers._checks import (
+    check_mask_shape,
+    check_rate,
+    static_shape,
+)
+from keras_attn.layers.attention import _as_bool
+
+
+def _is_training(training) -> bool:
+    return bool(training) if not tf.is_tensor(training) else training
+
+
+@register
+class Dice(Layer):
+    """Dice, the data-adaptive activation of DIN.
+
+    `p(s) = sigmoid((s - E[s]) / sqrt(Var[s] + epsilon))`,
+    `f(s) = p(s) s + (1 - p(s)) alpha s`, with a learned `alpha` per channel. In
+    training `E[s]` and `Var[s]` are the batch's (over every axis but `axis`) and
+    update moving averages, as `BatchNormalization` does; in inference the moving
+    averages are used. They are non-trainable weights, so they are saved with the
+    model. Statistics are computed in float32 under mixed precision.
+
+    Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
+
+    Args:
+        axis: int. The channel axis. Defaults to -1.
+        epsilon: float. Added to the variance. Defaults to 1e-9.
+        momentum: float. Momentum of the moving averages. Defaults to 0.99.
+        alpha_initializer: initializer of `alpha`. Defaults to "zeros".
+
+    Call arguments:
+        inputs: a tensor of any rank >= 2.
+        training: bool. Batch statistics (True) or moving statistics.
+
+    Returns:
+        A tensor of the shape of `inputs`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> Dice()(np.ones((4, 8), "float32")).shape
+    TensorShape([4, 8])
+    """
+
+    def __init__(
+        self,
+        axis: int = -1,
+        epsilon: float = 1e-9,
+        momentum: float = 0.99,
+        alpha_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise ValueError(f"`axis` must be an integer. Received: axis={axis!r}")
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+            raise ValueError(
+                f"`epsilon` must be a positive float. Received: epsilon={epsilon!r}"
+            )
+        if epsilon <= 0:
+            raise ValueError(
+                f"`epsilon` must be a positive float. Received: epsilon={epsilon!r}"
+            )
+        check_rate("momentum", momentum)
+        self.axis = axis
+        self.epsilon = float(epsilon)
+        self.momentum = float(momentum)
+        self.alpha_initializer = keras.initializers.get(alpha_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        input_shape = static_shape(input_shape)
+        rank = len(input_shape)
+        if not -rank <= self.axis < rank or input_shape[self.axis] is None:
+            raise ValueError(
+                f"`axis` must index a known dim of `inputs`. Received: "
+                f"axis={self.axis}, inputs.shape={tuple(input_shape)}"
+            )
+        self._axis = self.axis % rank
+        channels = input_shape[self._axis]
+        self.alpha = self.add_weight(
+            name="alpha",
+            shape=(channels,),
+            initializer=clone_initializer(self.alpha_initializer),
+        )
+        self.moving_mean = self.add_weight(
+            name="moving_mean",
+            shape=(channels,),
+            initializer="zeros",
+            trainable=False,
+        )
+        self.moving_variance = self.add_weight(
+            name="moving_variance",
+            shape=(channels,),
+            initializer="ones",
+            trainable=False,
+        )
+        self.built = True
+
+    def _broadcast(self, v, rank):
+        shape = [1] * rank
+        shape[self._axis] = -1
+        return tf.reshape(v, shape)
+
+    def call(self, inputs, training=None):
+        inputs = self.cast_inputs(inputs)
+        x = tf.cast(inputs, tf.float32)
+        rank = len(x.shape)
+        reduce_axes = [i for i in range(rank) if i != self._axis]
+        moving_mean = tf.cast(self.moving_mean, tf.float32)
+        moving_variance = tf.cast(self.moving_variance, tf.float32)
+        if _is_training(training) is True:
+            mean, variance = tf.nn.moments(x, reduce_axes)
+            m = self.momentum
+            self.moving_mean.assign(moving_mean * m + mean * (1.0 - m))
+            self.moving_variance.assign(moving_variance * m + variance * (1.0 - m))
+        else:
+            mean, variance = moving_mean, moving_variance
+        # p = sigmoid((x - mean) * inv) and f = x (alpha + p (1 - alpha)): per-channel
+        # factors folded first, so the big tensor sees few elementwise ops.
+        inv = tf.math.rsqrt(variance + self.epsilon)
+        p = tf.sigmoid(
+            x * self._broadcast(inv, rank) - self._broadcast(mean * inv, rank)
+        )
+        alpha = tf.cast(self.alpha, tf.float32)
+        out = x * (
+            self._broadcast(alpha, rank) + p * self._broadcast(1.0 - alpha, rank)
+        )
+        return tf.cast(out, inputs.dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = {
+            "axis": self.axis,
+            "epsilon": self.epsilon,
+            "momentum": self.momentum,
+            "alpha_initializer": keras.initializers.serialize(self.alpha_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+def _check_hidden_units(hidden_units):
+    units = (
+        list(hidden_units)
+        if isinstance(hidden_units, (list, tuple))
+        else [hidden_units]
+    )
+    if not units or any(
+        isinstance(u, bool) or not isinstance(u, int) or u <= 0 for u in units
+    ):
+        raise ValueError(
+            "`hidden_units` must be a non-empty list of positive integers. "
+            f"Received: hidden_units={hidden_units!r}"
+        )
+    return units
+
+
+def _check_activation(activation):
+    if activation == "dice":
+        return
+    try:
+        keras.activations.get(activation)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            '`activation` must be "dice" or a Keras activation. '
+            f"Received: activation={activation!r}"
+        ) from error
+
+
+@register
+class LocalActivationUnit(Layer):
+    """DIN's local activation unit: one relevance score per history item.
+
+    `w_j = MLP([q, k_j, q - k_j, q ⊙ k_j])`, an MLP of `hidden_units` with the given
+    activation (Dice by default) and a final linear unit. The first layer's kernel
+    `W` (of `4 * dim` rows) is applied as `q (W_q + W_d) + k_j (W_k - W_d) +
+    (q ⊙ k_j) W_p`, the same value, so the query's part is computed once per example
+    rather than once per history item.
+
+    Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
+
+    Args:
+        hidden_units: list of int. Sizes of the MLP's hidden layers. Defaults to
+            (80, 40).
+        activation: "dice" or any Keras activation. Defaults to "dice".
+        dropout: float. Dropout rate after each hidden layer. Defaults to 0.0.
+        kernel_initializer: initializer of the MLP kernels. Defaults to
+            "glorot_normal".
+        bias_initializer: initializer of the MLP biases. Defaults to "zeros".
+
+    Call arguments:
+        query: `(batch, dim)`, the candidate item.
+        keys: `(batch, history_len, dim)`, the behaviour history.
+        training: bool, whether dropout is active and Dice uses batch statistics.
+
+    Returns:
+        Unnormalized scores `(batch, history_len)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> unit = LocalActivationUnit(hidden_units=(16, 8))
+    >>> unit(np.ones((2, 8), "float32"), np.ones((2, 5, 8), "float32")).shape
+    TensorShape([2, 5])
+    """
+
+    def __init__(
+        self,
+        hidden_units=(80, 40),
+        activation="dice",
+        dropout: float = 0.0,
+        kernel_initializer="glorot_normal",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        units = _check_hidden_units(hidden_units)
+        _check_activation(activation)
+        check_rate("dropout", dropout)
+        self.hidden_units = units
+        self.activation = activation
+        self.dropout = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        if activation == "dice":
+            self.dice_layers = [
+                Dice(dtype=self.dtype_policy, name=f"dice_{i}")
+                for i in range(len(units))
+            ]
+            self._activation_fn = None
+        else:
+            self.dice_layers = []
+            self._activation_fn = keras.activations.get(activation)
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="dropout_layer"
+        )
+
+    def build(self, query_shape, keys_shape):
+        query_shape, keys_shape = static_shape(query_shape), static_shape(keys_shape)
+        if (
+            len(query_shape) != 2
+            or len(keys_shape) != 3
+            or query_shape[-1] is None
+            or query_shape[-1] != keys_shape[-1]
+        ):
+            raise ValueError(
+                "`query` must be (batch, dim) and `keys` (batch, history_len, dim) "
+                f"with the same known dim. Received: query.shape={tuple(query_shape)}"
+                f", keys.shape={tuple(keys_shape)}"
+            )
+        dim = query_shape[-1]
+        self.kernels, self.biases = [], []
+        fan_in = 4 * dim
+        for i, units in enumerate(self.hidden_units):
+            self.kernels.append(
+                self.add_weight(
+                    name=f"kernel_{i}",
+                    shape=(fan_in, units),
+                    initializer=clone_initializer(self.kernel_initializer),
+                )
+            )
+            self.biases.append(
+                self.add_weight(
+                    name=f"bias_{i}",
+                    shape=(units,),
+                    initializer=clone_initializer(self.bias_initializer),
+                )
+            )
+            if self.dice_layers:
+                self.dice_layers[i].build((keys_shape[0], keys_shape[1], units))
+            fan_in = units
+        self.output_kernel = self.add_weight(
+            name="output_kernel",
+            shape=(fan_in, 1),
+            initializer=clone_initializer(self.kernel_initializer),
+        )
+        self.output_bias = self.add_weight(
+            name="output_bias",
+            shape=(1,),
+            initializer=clone_initializer(self.bias_initializer),
+        )
+        self.built = True
+
+    def _activate(self, i, hidden, training):
+        if self.dice_layers:
+            return self.dice_layers[i](hidden, training=training)
+        return self._activation_fn(hidden)
+
+    def call(self, query, keys, training=None):
+        query, keys = self.cast_inputs(query, keys)
+        dtype = query.dtype
+        dim = query.shape[-1]
+        w = tf.cast(self.kernels[0], dtype)
+        w_q, w_k, w_d, w_p = (
+            w[:dim],
+            w[dim : 2 * dim],
+            w[2 * dim : 3 * dim],
+            w[3 * dim :],
+        )
+        # [q, k, q - k, q * k] W  ==  q (W_q + W_d) + [k, q * k] [W_k - W_d; W_p]
+        query_part = tf.matmul(query, w_q + w_d) + tf.cast(self.biases[0], dtype)
+        pairs = tf.concat([keys, query[:, tf.newaxis, :] * keys], axis=-1)
+        hidden = tf.einsum(
+            "btd,du->btu", pairs, tf.concat([w_k - w_d, w_p], axis=0)
+        )  # (batch, history_len, units)
+        hidden += query_part[:, tf.newaxis, :]
+        hidden = self.dropout_layer(
+            self._activate(0, hidden, training), training=training
+        )
+        for i in range(1, len(self.hidden_units)):
+            hidden = tf.einsum("btd,du->btu", hidden, tf.cast(self.kernels[i], dtype))
+            hidden += tf.cast(self.biases[i], dtype)
+            hidden = self.dropout_layer(
+                self._activate(i, hidden, training), training=training
+            )
+        scores = tf.einsum("btd,do->bto", hidden, tf.cast(self.output_kernel, dtype))
+        return scores[..., 0] + tf.cast(self.output_bias[0], dtype)
+
+    def compute_output_shape(self, query_shape, keys_shape):
+        keys_shape = static_shape(keys_shape)
+        return (keys_shape[0], keys_shape[1])
+
+    def get_config(self):
+        config = {
+            "hidden_units": list(self.hidden_units),
+            "activation": self.activation
+            if isinstance(self.activation, str)
+            else keras.activations.serialize(self.activation),
+            "dropout": self.dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+@register
+class AttentionSequencePooling(Layer):
+    """DIN's attention pooling of a behaviour history against the candidate item.
+
+    `v = Σ_j w_j k_j`, with `w_j` from a `LocalActivationUnit` over the candidate
+    `q` and the history item `k_j`. With `weight_normalization=False` (the paper) the
+    raw scores are the weights and padded items get 0; with `True` the weights are a
+    masked softmax. An empty history pools to a zero vector, never NaN.
+
+    Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
+
+    Args:
+        hidden_units: list of int. The activation unit's hidden sizes. Defaults to
+            (80, 40).
+        activation: "dice" or any Keras activation. Defaults to "dice".
+        weight_normalization: bool. Softmax over the history instead of raw scores.
+            Defaults to False.
+        dropout: float. Dropout rate inside the activation unit. Defaults to 0.0.
+        kernel_initializer: initializer of the unit's kernels. Defaults to
+            "glorot_normal".
+        bias_initializer: initializer of the unit's biases. Defaults to "zeros".
+
+    Call arguments:
+        query: `(batch, dim)`, the candidate item.
+        keys: `(batch, history_len, dim)`, the behaviour history.
+        mask: optional boolean `(batch, history_len)`, True at real items. Defaults to
+            the mask carried by `keys` (e.g. from `Embedding(mask_zero=True)`).
+        training: bool, whether dropout is active and Dice uses batch statistics.
+        return_attention_scores: bool. Also return the weights. Defaults to False.
+
+    Returns:
+        `(batch, dim)`, and the weights `(batch, history_len)` when
+        `return_attention_scores=True`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> pooling = AttentionSequencePooling(hidden_units=(16, 8))
+    >>> history = np.ones((2, 5, 8), "float32")
+    >>> mask = np.array([[True] * 3 + [False] * 2, [False] * 5])
+    >>> pooling(np.ones((2, 8), "float32"), history, mask=mask).shape
+    TensorShape([2, 8])
+    """
+
+    def __init__(
+        self,
+        hidden_units=(80, 40),
+        activation="dice",
+        weight_normalization: bool = False,
+        dropout: float = 0.0,
+        kernel_initializer="glorot_normal",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.weight_normalization = weight_normalization
+        self.supports_masking = True  # consumes the history mask; returns none
+        self.local_activation_unit = LocalActivationUnit(
+            hidden_units=hidden_units,
+            activation=activation,
+            dropout=dropout,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            dtype=self.dtype_policy,
+            name="local_activation_unit",
+        )
+
+    def build(self, query_shape, keys_shape):
+        self.local_activation_unit.build(query_shape, keys_shape)
+        self.built = True
+
+    def call(
+        self,
+        query,
+        keys,
+        mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        if mask is None:
+            mask = getattr(keys, "_keras_mask", None)
+        query, keys = self.cast_inputs(query, keys)
+        mask = _as_bool(mask)
+        check_mask_shape("mask", mask, static_shape(keys)[:-1], "keys")
+        scores = self.local_activation_unit(query, keys, training=training)
+        if self.weight_normalization:
+            weights = masked_softmax(scores, mask)
+        elif mask is not None:
+            weights = tf.where(mask, scores, tf.zeros([], scores.dtype))
+        else:
+            weights = scores
+        output = tf.einsum("bt,btd->bd", weights, keys)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_mask(self, query, keys=None, mask=None):
+        return None
+
+    def compute_output_shape(self, query_shape, keys_shape):
+        return tuple(static_shape(query_shape))
+
+    def get_config(self):
+        unit = self.local_activation_unit.get_config()
+        config = {
+            "hidden_units": unit["hidden_units"],
+            "activation": unit["activation"],
+            "weight_normalization": self.weight_normalization,
+            "dropout": unit["dropout"],
+            "kernel_initializer": unit["kernel_initializer"],
+            "bias_initializer": unit["bias_initializer"],
+        }
+        return {**super().get_config(), **config}
+
+
+__all__ = ["AttentionSequencePooling", "Dice", "LocalActivationUnit"]

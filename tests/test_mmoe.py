@@ -1,0 +1,278 @@
+"""MMoE and PLE: both gate kinds, custom experts, golden values, gate weights."""
+
+import math
+
+import numpy as np
+import pytest
+
+from keras_attn.backend import keras
+from keras_attn.layers import PLE, MMoE
+from tests.harness import run_layer_test
+
+TASKS = ["income", "marital"]
+
+
+def _x(batch=8, dim=6, seed=0):
+    return np.random.default_rng(seed).normal(size=(batch, dim)).astype("float32")
+
+
+def _softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _np(v):
+    return np.asarray(v)
+
+
+@pytest.mark.slow
+def test_harness_softmax_gate_with_gate_weights():
+    run_layer_test(
+        MMoE,
+        {"tasks": TASKS, "num_experts": 3, "expert_units": (8, 4)},
+        {"inputs": _x()},
+        expected_output_shape=(
+            {"income": (8, 4), "marital": (8, 4)},
+            {"income": (8, 3), "marital": (8, 3)},
+        ),
+        expected_num_trainable_weights=6,
+        call_kwargs={"return_gate_weights": True},
+    )
+
+
+@pytest.mark.slow
+def test_harness_attention_gate():
+    run_layer_test(
+        MMoE,
+        {
+            "tasks": TASKS,
+            "num_experts": 4,
+            "expert_units": (8,),
+            "gate": "attention",
+            "gate_score": "general",
+            "dropout": 0.1,
+        },
+        {"inputs": _x()},
+        expected_output_shape={"income": (8, 8), "marital": (8, 8)},
+        # expert kernel + bias, context, key projection, the bilinear score's kernel
+        expected_num_trainable_weights=5,
+    )
+
+
+@pytest.mark.slow
+def test_harness_custom_expert_layer():
+    run_layer_test(
+        MMoE,
+        {
+            "tasks": ["ctr"],
+            "num_experts": 2,
+            "expert": keras.layers.Dense(5, activation="tanh"),
+            "gate": "attention",
+        },
+        {"inputs": _x()},
+        expected_output_shape={"ctr": (8, 5)},
+        expected_num_trainable_weights=2 * 2 + 2,
+    )
+
+
+def test_golden_softmax_gate():
+    layer = MMoE(TASKS, num_experts=3, expert_units=(5, 4))
+    x = _x(batch=4)
+    outputs, gates = layer(x, return_gate_weights=True)
+    # Ma et al.: f_k(x) = sum_i softmax(W_gk x)_i f_i(x), experts relu MLPs.
+    h = x[:, None, :]
+    for kernel, bias in layer.expert_layers:
+        h = np.maximum(np.einsum("bed,edu->beu", h, _np(kernel)) + _np(bias), 0)
+    for t, task in enumerate(TASKS):
+        g = _softmax(x @ _np(layer.gate_kernels[t]))
+        np.testing.assert_allclose(_np(gates[task]), g, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            _np(outputs[task]), np.einsum("be,beu->bu", g, h), rtol=1e-5, atol=1e-6
+        )
+    # The two tasks' gates are different functions of x.
+    assert not np.allclose(_np(gates["income"]), _np(gates["marital"]))
+
+
+def test_golden_attention_gate_scaled_dot():
+    layer = MMoE(TASKS, num_experts=3, expert_units=(4,), gate="attention")
+    x = _x(batch=4)
+    outputs, gates = layer(x, return_gate_weights=True)
+    kernel, bias = layer.expert_layers[0]
+    h = np.maximum(np.einsum("bd,edu->beu", x, _np(kernel)) + _np(bias), 0)
+    keys = h @ _np(layer.gate_key_kernel)  # (batch, experts, att)
+    context = _np(layer.gate_context)  # (tasks, att)
+    for t, task in enumerate(TASKS):
+        # Query: the task's context vector; keys: projected experts; values: experts.
+        scores = np.einsum("a,bea->be", context[t], keys) / math.sqrt(keys.shape[-1])
+        g = _softmax(scores)
+        np.testing.assert_allclose(_np(gates[task]), g, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            _np(outputs[task]), np.einsum("be,beu->bu", g, h), rtol=1e-5, atol=1e-6
+        )
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "additive", "cosine", "location"])
+def test_attention_gate_accepts_every_score(score):
+    layer = MMoE(
+        TASKS, num_experts=3, expert_units=(4,), gate="attention", gate_score=score
+    )
+    _, gates = layer(_x(), return_gate_weights=True)
+    np.testing.assert_allclose(_np(gates["marital"]).sum(-1), 1.0, rtol=1e-5)
+
+
+def test_experts_start_different():
+    layer = MMoE(["a"], num_experts=3, expert_units=(4,))
+    layer(_x())
+    kernel = _np(layer.expert_layers[0][0])
+    assert not np.allclose(kernel[0], kernel[1])
+    custom = MMoE(["a"], num_experts=2, expert=keras.layers.Dense(3))
+    custom(_x())
+    names = [e.name for e in custom.experts]
+    assert names == ["expert_0", "expert_1"]
+    assert not np.allclose(_np(custom.experts[0].kernel), _np(custom.experts[1].kernel))
+
+
+def test_custom_expert_config_round_trip():
+    layer = MMoE(["a", "b"], num_experts=2, expert=keras.layers.Dense(3, name="e"))
+    config = layer.get_config()
+    assert config["expert"]["config"]["units"] == 3
+    revived = MMoE.from_config(config)
+    assert revived.get_config() == config
+    assert revived(_x())["b"].shape == (8, 3)
+
+
+def _ple_np(layer, x):
+    """PLE from Tang et al.: per level, task experts + shared experts, task gates over
+    [own, shared], a shared gate over all (not on the last level)."""
+    tasks, m_t = len(layer.tasks), layer.num_task_experts
+    task_in = [x] * tasks
+    shared_in = x
+    att = None
+    for level, weights in enumerate(layer.levels):
+        last = level == layer.num_levels - 1
+
+        def mlp(h, params, index):
+            for kernel, bias in params:
+                k, b = _np(kernel)[index], _np(bias)[index]
+                h = np.maximum(h @ k + b, 0)
+            return h
+
+        own = [
+            [mlp(task_in[t], weights["task"], (t, i)) for i in range(m_t)]
+            for t in range(tasks)
+        ]
+        shared = [
+            mlp(shared_in, weights["shared"], i)
+            for i in range(layer.num_shared_experts)
+        ]
+        new_task = []
+        for t in range(tasks):
+            cands = np.stack(own[t] + shared, axis=1)  # (batch, n, units)
+            if layer.gate == "softmax":
+                g = _softmax(task_in[t] @ _np(weights["task_gate"])[t])
+            else:
+                keys = cands @ _np(weights["key_kernel"])
+                c = _np(weights["task_context"])[t]
+                g = _softmax(keys @ c / math.sqrt(keys.shape[-1]))
+            new_task.append(np.einsum("be,beu->bu", g, cands))
+            att = g if t == 0 else att
+        if not last:
+            cands = np.stack([e for row in own for e in row] + shared, axis=1)
+            if layer.gate == "softmax":
+                g = _softmax(shared_in @ _np(weights["shared_gate"]))
+            else:
+                keys = cands @ _np(weights["key_kernel"])
+                c = _np(weights["shared_context"])[0]
+                g = _softmax(keys @ c / math.sqrt(keys.shape[-1]))
+            shared_in = np.einsum("be,beu->bu", g, cands)
+        task_in = new_task
+    return task_in, att
+
+
+@pytest.mark.parametrize("gate", ["softmax", "attention"])
+def test_golden_ple(gate):
+    layer = PLE(
+        ["a", "b", "c"],
+        num_shared_experts=2,
+        num_task_experts=1,
+        num_levels=2,
+        expert_units=(5, 4),
+        gate=gate,
+    )
+    x = _x(batch=4)
+    outputs, gates = layer(x, return_gate_weights=True)
+    expected, first_gate = _ple_np(layer, x)
+    for t, task in enumerate(["a", "b", "c"]):
+        np.testing.assert_allclose(
+            _np(outputs[task]), expected[t], rtol=1e-4, atol=1e-5
+        )
+    np.testing.assert_allclose(_np(gates["a"]), first_gate, rtol=1e-4, atol=1e-6)
+    assert gates["b"].shape == (4, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gate", ["softmax", "attention"])
+def test_harness_ple(gate):
+    levels = 2
+    per_level = 2 * 2 + 2 * 2  # task and shared experts: kernel + bias per depth
+    if gate == "softmax":
+        expected = per_level * levels + 2 + 1  # task gates per level, shared gate once
+    else:
+        expected = per_level * levels + 2 * levels + 1  # key, task context; shared
+    run_layer_test(
+        PLE,
+        {"tasks": TASKS, "expert_units": (6, 4), "num_levels": levels, "gate": gate},
+        {"inputs": _x()},
+        expected_output_shape=(
+            {"income": (8, 4), "marital": (8, 4)},
+            {"income": (8, 4), "marital": (8, 4)},
+        ),
+        expected_num_trainable_weights=expected,
+        call_kwargs={"return_gate_weights": True},
+    )
+
+
+def test_cgc_is_one_level():
+    layer = PLE(TASKS, num_levels=1, expert_units=(4,))
+    outputs = layer(_x())
+    assert sorted(outputs) == sorted(TASKS)
+    assert not any("shared_gate" in w.name for w in layer.weights)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"tasks": [], "num_experts": 2}, "tasks=\\[\\]"),
+        ({"tasks": ["a", "a"], "num_experts": 2}, "distinct"),
+        ({"tasks": "a", "num_experts": 2}, "tasks='a'"),
+        ({"tasks": ["a"], "num_experts": 0}, "num_experts=0"),
+        ({"tasks": ["a"], "num_experts": 2, "gate": "topk"}, "gate='topk'"),
+        ({"tasks": ["a"], "num_experts": 2, "gate_score": "x"}, "gate_score='x'"),
+        ({"tasks": ["a"], "num_experts": 2, "expert_units": []}, "expert_units"),
+        ({"tasks": ["a"], "num_experts": 2, "expert": "dense"}, "expert='dense'"),
+        ({"tasks": ["a"], "num_experts": 2, "dropout": 1.5}, "dropout=1.5"),
+    ],
+)
+def test_mmoe_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MMoE(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"num_levels": 0}, "num_levels=0"),
+        ({"num_task_experts": -1}, "num_task_experts=-1"),
+        ({"num_shared_experts": 0}, "num_shared_experts=0"),
+        ({"gate": "max"}, "gate='max'"),
+    ],
+)
+def test_ple_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PLE(TASKS, **kwargs)
+
+
+def test_input_rank_error():
+    with pytest.raises(ValueError, match=r"inputs.shape=\(2, 3, 4\)"):
+        MMoE(TASKS, num_experts=2)(np.ones((2, 3, 4), "float32"))
