@@ -1,14 +1,44 @@
 """Public keras_attn layers, one module per family."""
 
+from keras_attn.layers.aoa import AttentionOverAttention
 from keras_attn.layers.attention import Attention, ContextAttentionPooling
+from keras_attn.layers.autoint import InteractingLayer
+from keras_attn.layers.din import AttentionSequencePooling, Dice, LocalActivationUnit
+from keras_attn.layers.embedding import FactorizedEmbedding
+from keras_attn.layers.field_embedding import FieldEmbedding
+from keras_attn.layers.han import HierarchicalAttentionPooling
+from keras_attn.layers.mmoe import PLE, MMoE
 from keras_attn.layers.multi_head import MultiHeadAttention, MultiHeadSelfAttention
+from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
+from keras_attn.layers.relative import RelativeMultiHeadAttention
 from keras_attn.layers.scores import SCORES, AttentionScore
+from keras_attn.layers.transformer import (
+    FeedForward,
+    SharedTransformerEncoder,
+    TransformerEncoderBlock,
+)
 
 __all__ = [
     "SCORES",
     "Attention",
+    "AttentionOverAttention",
     "AttentionScore",
+    "AttentionSequencePooling",
     "ContextAttentionPooling",
+    "Dice",
+    "FactorizedEmbedding",
+    "FeedForward",
+    "FieldEmbedding",
+    "HierarchicalAttentionPooling",
+    "InteractingLayer",
+    "LocalActivationUnit",
+    "MMoE",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",
+    "PLE",
+    "PositionEmbedding",
+    "RelativeMultiHeadAttention",
+    "SharedTransformerEncoder",
+    "SinusoidalPositionEncoding",
+    "TransformerEncoderBlock",
 ]

@@ -13,12 +13,33 @@ from keras_attn.backend import (
     tf,
 )
 from keras_attn.layers._checks import (
+    check_choice,
     check_mask_shape,
     check_positive_int,
     check_rate,
     static_shape,
 )
 from keras_attn.layers.attention import _as_bool, causal_mask
+
+DISAGREEMENTS = ("subspace", "position", "output")
+
+
+def _masked_mean(values, valid):
+    """Mean of float32 `(batch, n)` values over the True positions of `valid`."""
+    if valid is None:
+        return tf.reduce_mean(values)
+    valid = tf.cast(valid, values.dtype)
+    return tf.math.divide_no_nan(tf.reduce_sum(values * valid), tf.reduce_sum(valid))
+
+
+def _mean_head_cosine(heads, valid):
+    """Mean cosine similarity over all head pairs (i, j), `(batch, n, heads, dim)`."""
+    unit = tf.math.l2_normalize(tf.cast(heads, tf.float32), axis=-1)
+    # Σ_ij cos(h_i, h_j) = |Σ_i unit_i|², without the (heads, heads) matrix.
+    summed = tf.reduce_sum(unit, axis=2)  # (batch, n, dim)
+    num_heads = tf.cast(tf.shape(heads)[2], tf.float32)
+    per_position = tf.reduce_sum(tf.square(summed), axis=-1) / num_heads**2
+    return _masked_mean(per_position, valid)
 
 
 @register
@@ -42,6 +63,23 @@ class MultiHeadAttention(Layer):
         bias_initializer: initializer of the projection biases.
         kernel_regularizer: optional regularizer of the projection kernels.
         bias_regularizer: optional regularizer of the projection biases.
+        window: int. Local attention: query i attends only to keys j with
+            `|i - j| <= window` (and `j <= i` with `use_causal_mask`). Computed in
+            blocks of `window` queries against `3 · window` keys (`2 · window` when
+            causal), so memory grows as O(seq_len · window),
+            never with a full `(q_len, k_len)` matrix. Needs `q_len == k_len`; takes
+            padding masks but not `attention_mask`. Defaults to None (global
+            attention).
+        disagreement: str. Disagreement regularization (Li et al., EMNLP 2018),
+            added with `add_loss` as `disagreement_weight` times how alike the heads
+            are: "subspace" the mean cosine similarity of the heads' value
+            projections at each real key position, "position" the mean over real
+            queries of `Σ_k A_ik A_jk` (the element-wise product of the heads'
+            attention weights), "output" the mean cosine similarity of the heads'
+            outputs at each real query position; every mean is over all `num_heads²`
+            head pairs `(i, j)`. The paper's disagreement is the negative of these;
+            minimizing the loss maximizes it. Defaults to None.
+        disagreement_weight: float. Weight of that loss. Defaults to 1.0.
 
     Call arguments:
         query: `(batch, q_len, dim)`.
@@ -59,7 +97,12 @@ class MultiHeadAttention(Layer):
     Returns:
         `(batch, q_len, output_shape)`, and the weights `(batch, num_heads, q_len,
         k_len)`
-        when `return_attention_scores=True`.
+        when `return_attention_scores=True` (with `window`, the band is written into
+        a dense, mostly zero matrix: ask for it only on short inputs).
+
+    Paper: "Multi-Head Attention with Disagreement Regularization", Li et al., EMNLP
+    2018; local attention: "Longformer: The Long-Document Transformer", Beltagy et
+    al., 2020 (its sliding window).
 
     Example:
 
@@ -83,9 +126,27 @@ class MultiHeadAttention(Layer):
         bias_initializer="zeros",
         kernel_regularizer=None,
         bias_regularizer=None,
+        window: int | None = None,
+        disagreement: str | None = None,
+        disagreement_weight: float = 1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_positive_int("window", window, allow_none=True)
+        if disagreement is not None:
+            check_choice("disagreement", disagreement, DISAGREEMENTS)
+        if (
+            isinstance(disagreement_weight, bool)
+            or not isinstance(disagreement_weight, (int, float))
+            or disagreement_weight < 0
+        ):
+            raise ValueError(
+                "`disagreement_weight` must be a non-negative float. "
+                f"Received: disagreement_weight={disagreement_weight!r}"
+            )
+        self.window = window
+        self.disagreement = disagreement
+        self.disagreement_weight = float(disagreement_weight)
         check_positive_int("num_heads", num_heads)
         check_positive_int("key_dim", key_dim)
         check_positive_int("value_dim", value_dim, allow_none=True)
@@ -207,6 +268,109 @@ class MultiHeadAttention(Layer):
         dropped = self.dropout_layer(weights, training=training)
         return tf.einsum("bhqk,bkhd->bqhd", dropped, value), weights
 
+    def _band_layout(self, causal):
+        """(block, left, right): queries go in blocks of `block`; each block reads
+        the keys from `left` before its first query to `right` after its last."""
+        return self.window, self.window, 0 if causal else self.window
+
+    def _local_attention(
+        self, query, key, value, query_valid, key_valid, causal, training
+    ):
+        """Banded attention, |i - j| <= window, in blocks of `window` queries.
+
+        query (b, n, h, d), key (b, n, h, d), value (b, n, h, dv); `query_valid` and
+        `key_valid` boolean (b, n) or None. Returns the context (b, n, h, dv) and the
+        weights in blocks, (b, blocks, h, block, left + block + right) (see
+        `_band_layout`): 3 · window keys per query, 2 · window if causal.
+        """
+        block, left, right = self._band_layout(causal)
+        batch, n = tf.shape(query)[0], tf.shape(query)[1]
+        heads = query.shape[2]
+        blocks = (n + block - 1) // block
+        pad = blocks * block - n
+        views = (left + right) // block + 1
+
+        def windows(t, depth):
+            # (b, n, ...) -> (b, blocks, views · block, ...), zeros past either end.
+            paddings = [[0, 0], [left, pad + right]] + [[0, 0]] * (len(t.shape) - 2)
+            t = tf.pad(t, paddings)
+            shape = tf.concat([[batch, blocks + views - 1, block], depth], axis=0)
+            t = tf.reshape(t, shape)
+            return tf.concat([t[:, v : v + blocks] for v in range(views)], axis=2)
+
+        query = query * tf.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
+        query = tf.pad(query, [[0, 0], [0, pad], [0, 0], [0, 0]])
+        query = tf.reshape(query, [batch, blocks, block, heads, query.shape[-1]])
+        key_win = windows(key, [heads, key.shape[-1]])
+        value_win = windows(value, [heads, value.shape[-1]])
+        # The batched-matmul layout: no transpose of the (large) scores.
+        scores = tf.einsum("bcqhd,bckhd->bchqk", query, key_win)
+
+        # Key slot k of query slot q in block c: j - i = k - q - left.
+        offset = (
+            tf.range(views * block)[tf.newaxis, :]
+            - tf.range(block)[:, tf.newaxis]
+            - left
+        )
+        w = self.window
+        band = (offset >= -w) & (offset <= (0 if causal else w))
+        if key_valid is None:
+            key_valid = tf.ones([batch, n], tf.bool)
+        key_valid = windows(key_valid, tf.zeros([0], tf.int32))  # (b, blocks, keys)
+        mask = (
+            band[tf.newaxis, tf.newaxis, tf.newaxis]
+            & key_valid[:, :, tf.newaxis, tf.newaxis, :]
+        )
+        if query_valid is not None:
+            query_valid = tf.pad(query_valid, [[0, 0], [0, pad]])
+            query_valid = tf.reshape(query_valid, [batch, blocks, 1, block, 1])
+            mask &= query_valid
+        weights = masked_softmax(scores, mask)  # (b, blocks, h, block, keys)
+        dropped = self.dropout_layer(weights, training=training)
+        context = tf.einsum("bchqk,bckhd->bcqhd", dropped, value_win)
+        context = tf.reshape(context, [batch, blocks * block, heads, value.shape[-1]])
+        return context[:, :n], weights
+
+    def _dense_from_band(self, weights, n, causal):
+        """Blocked band weights -> dense (b, h, n, n)."""
+        block, left, _ = self._band_layout(causal)
+        i = tf.range(n)[:, tf.newaxis]
+        j = tf.range(n)[tf.newaxis, :]
+        slot = j - i + i % block + left
+        inside = tf.abs(j - i) <= self.window
+        if causal:
+            inside &= j <= i
+        index = tf.stack(
+            [
+                tf.broadcast_to(i // block, [n, n]),
+                tf.broadcast_to(i % block, [n, n]),
+                tf.clip_by_value(slot, 0, tf.shape(weights)[-1] - 1),
+            ],
+            axis=-1,
+        )
+        # (blocks, block, keys, b, h) gathered at (n, n) -> (n, n, b, h)
+        dense = tf.gather_nd(tf.transpose(weights, [1, 3, 4, 0, 2]), index)
+        dense = tf.where(inside[:, :, tf.newaxis, tf.newaxis], dense, 0)
+        return tf.transpose(dense, [2, 3, 0, 1])
+
+    def _add_disagreement(self, values, context, weights, query_valid, key_valid):
+        if self.disagreement == "subspace":
+            similarity = _mean_head_cosine(values, key_valid)
+        elif self.disagreement == "output":
+            similarity = _mean_head_cosine(context, query_valid)
+        else:
+            # Σ_ij Σ_k A_ik A_jk = Σ_k (Σ_i A_ik)²: no (heads, heads) product needed.
+            head_axis = 1 if self.window is None else 2
+            summed = tf.reduce_sum(tf.cast(weights, tf.float32), axis=head_axis)
+            per_query = tf.reduce_sum(tf.square(summed), axis=-1)
+            if self.window is not None:
+                # (b, blocks, block) -> (b, n)
+                n = tf.shape(context)[1]
+                per_query = tf.reshape(per_query, [tf.shape(per_query)[0], -1])[:, :n]
+            per_query /= float(self.num_heads**2)
+            similarity = _masked_mean(per_query, query_valid)
+        self.add_loss(self.disagreement_weight * similarity)
+
     def call(
         self,
         query,
@@ -228,26 +392,77 @@ class MultiHeadAttention(Layer):
         if key_mask is None and key is not value:
             key_mask = getattr(key, "_keras_mask", None)
         query, value, key = self.cast_inputs(query, value, key)
-        mask = self._attention_mask(
-            query,
-            key,
-            _as_bool(query_mask),
-            _as_bool(value_mask),
-            _as_bool(key_mask),
-            _as_bool(attention_mask),
-            use_causal_mask,
-        )
-        context, weights = self._compute_attention(
-            self.query_dense(query),
-            self.key_dense(key),
-            self.value_dense(value),
-            mask,
-            training,
-        )
+        query_mask, value_mask = _as_bool(query_mask), _as_bool(value_mask)
+        key_mask, attention_mask = _as_bool(key_mask), _as_bool(attention_mask)
+        key_valid = value_mask
+        if key_mask is not None:
+            key_valid = key_mask if key_valid is None else key_valid & key_mask
+        projected_query = self.query_dense(query)
+        projected_key = self.key_dense(key)
+        projected_value = self.value_dense(value)
+        if self.window is None:
+            mask = self._attention_mask(
+                query,
+                key,
+                query_mask,
+                value_mask,
+                key_mask,
+                attention_mask,
+                use_causal_mask,
+            )
+            context, weights = self._compute_attention(
+                projected_query, projected_key, projected_value, mask, training
+            )
+        else:
+            self._check_local_inputs(
+                query, key, query_mask, value_mask, key_mask, attention_mask
+            )
+            context, weights = self._local_attention(
+                projected_query,
+                projected_key,
+                projected_value,
+                query_mask,
+                key_valid,
+                use_causal_mask,
+                training,
+            )
+        if self.disagreement is not None:
+            self._add_disagreement(
+                projected_value, context, weights, query_mask, key_valid
+            )
+        if self.window is not None and return_attention_scores:
+            weights = self._dense_from_band(
+                weights, tf.shape(query)[1], use_causal_mask
+            )
         output = self.output_dense(context)
         if return_attention_scores:
             return output, weights
         return output
+
+    def _check_local_inputs(
+        self, query, key, query_mask, value_mask, key_mask, attention_mask
+    ):
+        if attention_mask is not None:
+            raise ValueError(
+                "`attention_mask` needs a full (q_len, k_len) matrix, which `window` "
+                "avoids: pass padding masks and `use_causal_mask` instead. Received: "
+                f"window={self.window}, attention_mask.shape="
+                f"{tuple(static_shape(attention_mask))}"
+            )
+        q_shape, k_shape = static_shape(query)[:-1], static_shape(key)[:-1]
+        if (
+            q_shape[1] is not None
+            and k_shape[1] is not None
+            and q_shape[1] != k_shape[1]
+        ):
+            raise ValueError(
+                "`window` needs `query` and `key` of the same length. Received: "
+                f"query.shape={tuple(static_shape(query))}, "
+                f"key.shape={tuple(static_shape(key))}"
+            )
+        check_mask_shape("query_mask", query_mask, q_shape, "query")
+        check_mask_shape("value_mask", value_mask, k_shape, "value")
+        check_mask_shape("key_mask", key_mask, k_shape, "key")
 
     def compute_mask(self, inputs, mask=None):
         if isinstance(mask, (list, tuple)):
@@ -270,6 +485,9 @@ class MultiHeadAttention(Layer):
             "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer)
             if self.bias_regularizer
             else None,
+            "window": self.window,
+            "disagreement": self.disagreement,
+            "disagreement_weight": self.disagreement_weight,
         }
         return {**super().get_config(), **config}
 

@@ -1,0 +1,106 @@
+"""AttentionOverAttention: the attention-over-attention reader's document scores."""
+
+from __future__ import annotations
+
+from keras_attn.backend import Layer, masked_softmax, register, tf
+from keras_attn.layers._checks import check_mask_shape, static_shape
+from keras_attn.layers.attention import _as_bool
+
+
+@register
+class AttentionOverAttention(Layer):
+    """Attention over attention between a document and a query (Cui et al. 2017).
+
+    `M = D Qᵀ` pairs every document word with every query word, `(|D|, |Q|)`.
+    Query-to-document attention `α = softmax(M)` over the document axis (one
+    distribution per query word); document-to-query attention `β = softmax(M)` over the
+    query axis (one per document word); `β̄` is the mean of `β` over the real document
+    words, and `s = α β̄` weighs every document word, `(|D|,)`. Padded document words
+    get `s = 0`, padded query words get no weight, and an empty document or query gives
+    all zeros. The reader then sums `s` over the occurrences of each candidate word.
+
+    Paper: "Attention-over-Attention Neural Networks for Reading Comprehension", Cui
+    et al., ACL 2017.
+
+    Call arguments:
+        document: `(batch, doc_len, dim)`, the contextual document embeddings.
+        query: `(batch, query_len, dim)`, the contextual query embeddings.
+        document_mask: optional boolean `(batch, doc_len)`, True at real words.
+        query_mask: optional boolean `(batch, query_len)`, True at real words.
+        return_attention_scores: bool. Also return `α` and `β`. Defaults to False.
+
+    Returns:
+        `s` of shape `(batch, doc_len)`, and with `return_attention_scores=True` also
+        `α` and `β`, each `(batch, doc_len, query_len)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = AttentionOverAttention()
+    >>> d, q = np.ones((2, 7, 8), "float32"), np.ones((2, 3, 8), "float32")
+    >>> layer(d, q).shape
+    TensorShape([2, 7])
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+    def build(self, document_shape, query_shape):
+        d_shape, q_shape = static_shape(document_shape), static_shape(query_shape)
+        if (
+            len(d_shape) != 3
+            or len(q_shape) != 3
+            or d_shape[-1] is None
+            or d_shape[-1] != q_shape[-1]
+        ):
+            raise ValueError(
+                "`document` and `query` must have shapes (batch, doc_len, dim) and "
+                "(batch, query_len, dim) with the same known dim. Received: "
+                f"document.shape={tuple(d_shape)}, query.shape={tuple(q_shape)}"
+            )
+        self.built = True
+
+    def call(
+        self,
+        document,
+        query,
+        document_mask=None,
+        query_mask=None,
+        return_attention_scores=False,
+    ):
+        document, query = self.cast_inputs(document, query)
+        if document_mask is None:
+            document_mask = getattr(document, "_keras_mask", None)
+        if query_mask is None:
+            query_mask = getattr(query, "_keras_mask", None)
+        document_mask, query_mask = _as_bool(document_mask), _as_bool(query_mask)
+        check_mask_shape(
+            "document_mask", document_mask, static_shape(document)[:-1], "document"
+        )
+        check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
+        matching = tf.einsum("bid,bjd->bij", document, query)  # (batch, |D|, |Q|)
+        pair_mask = None
+        if document_mask is not None:
+            pair_mask = document_mask[:, :, tf.newaxis]
+        if query_mask is not None:
+            part = query_mask[:, tf.newaxis, :]
+            pair_mask = part if pair_mask is None else pair_mask & part
+        if pair_mask is not None:
+            pair_mask = tf.broadcast_to(pair_mask, tf.shape(matching))
+        alpha = masked_softmax(matching, pair_mask, axis=1)
+        beta = masked_softmax(matching, pair_mask, axis=2)
+        # β̄: the mean over real document words only.
+        if document_mask is None:
+            beta_mean = tf.reduce_mean(beta, axis=1)
+        else:
+            count = tf.reduce_sum(tf.cast(document_mask, beta.dtype), axis=1)
+            beta_mean = tf.math.divide_no_nan(
+                tf.reduce_sum(beta, axis=1), count[:, tf.newaxis]
+            )  # (batch, |Q|)
+        scores = tf.einsum("bij,bj->bi", alpha, beta_mean)  # (batch, |D|)
+        if return_attention_scores:
+            return scores, alpha, beta
+        return scores
+
+    def compute_mask(self, inputs, mask=None):
+        return None
