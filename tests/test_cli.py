@@ -29,3 +29,20 @@ def test_layers_lists_every_public_layer(capsys):
 def test_no_command_prints_help_and_fails(capsys):
     assert main([]) == 2
     assert "usage: keras-attn" in capsys.readouterr().out
+
+
+def test_readme_layer_table_lists_every_public_layer():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("<!-- layers-table:start -->")[1].split(
+        "<!-- layers-table:end"
+    )[0]
+    rows = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
+    public = {
+        n
+        for n in keras_attn.layers.__all__
+        if isinstance(getattr(keras_attn.layers, n), type)
+    }
+    assert rows == public
