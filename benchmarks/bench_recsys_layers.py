@@ -9,9 +9,12 @@ Compares, at the same sizes and with the same optimizer step:
   two tasks with towers of 64: the same model built around keras_attn's `MMoE`).
 
 DeepCTR runs only with `TF_USE_LEGACY_KERAS=1` and tries to reach a package index on
-import, so both implementations are timed in one subprocess under tf_keras, alternating
-them round by round; a second subprocess times keras_attn under Keras 3 alone, for
-reference. Ratios go to benchmarks/RESULTS.md.
+import, so it runs in a tf_keras subprocess, alternating round by round with keras_attn
+under tf_keras. The headline compares it with keras_attn under Keras 3 (the default
+generation) in its own subprocess; the two kinds of subprocess alternate, `--repeats`
+times each, and every figure is the median over all their rounds. A separate XLA
+part times the same steps with `tf.function(jit_compile=True)` for both libraries.
+Ratios go to benchmarks/RESULTS.md.
 
 Run: `python -m benchmarks.bench_recsys_layers` (a few minutes on 2 cores).
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -32,8 +36,8 @@ EXPERTS = 8
 SECTION = "Recommender layers vs DeepCTR (training step)"
 
 
-def _train_step(tf, model, optimizer):
-    @tf.function
+def _train_step(tf, model, optimizer, jit_compile=False):
+    @tf.function(jit_compile=jit_compile)
     def step(inputs, targets):
         with tf.GradientTape() as tape:
             outputs = model(inputs, training=True)
@@ -124,9 +128,9 @@ def _models(keras, tf, with_deepctr):
     return cases
 
 
-def _worker(with_deepctr: bool, rounds: int, steps: int) -> dict:
-    import numpy as np
-
+def _worker(with_deepctr: bool, rounds: int, steps: int, xla: bool) -> dict:
+    """{case: {impl: [seconds per step, one per round]}}; impl gets " XLA" for the
+    jit-compiled step. Implementations of a case alternate round by round."""
     from keras_attn.backend import keras, tf
 
     results = {}
@@ -136,15 +140,22 @@ def _worker(with_deepctr: bool, rounds: int, steps: int) -> dict:
             outputs = model(inputs)
             outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
             targets = [tf.zeros_like(tf.cast(o, tf.float32)) for o in outputs]
-            step = _train_step(tf, model, keras.optimizers.SGD(1e-3))
             feeds = (
                 [tf.constant(a) for a in inputs]
                 if isinstance(inputs, list)
                 else tf.constant(inputs)
             )
-            for _ in range(3):  # trace and warm up
-                step(feeds, targets).numpy()
-            runners[impl] = (step, feeds, targets)
+            for jit in (False, True) if xla else (False,):
+                # Both variants update the same model's weights (each with its own
+                # optimizer): the step time does not depend on their values.
+                step = _train_step(tf, model, keras.optimizers.SGD(1e-3), jit)
+                try:
+                    for _ in range(3):  # trace (and compile) and warm up
+                        step(feeds, targets).numpy()
+                except Exception as error:  # reported, not fatal
+                    print(f"{case} {impl} jit={jit}: {error!r}"[:300], file=sys.stderr)
+                    continue
+                runners[impl + (" XLA" if jit else "")] = (step, feeds, targets)
         times = {impl: [] for impl in runners}
         order = list(runners)
         for r in range(rounds):
@@ -155,11 +166,11 @@ def _worker(with_deepctr: bool, rounds: int, steps: int) -> dict:
                     loss = step(feeds, targets)
                 loss.numpy()
                 times[impl].append((time.perf_counter() - start) / steps)
-        results[case] = {impl: float(np.median(t)) for impl, t in times.items()}
+        results[case] = times
     return results
 
 
-def _run_worker(legacy: bool, rounds: int, steps: int) -> dict:
+def _run_worker(legacy: bool, rounds: int, steps: int, xla: bool) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_USE_LEGACY_KERAS", None)
     if legacy:
@@ -168,13 +179,25 @@ def _run_worker(legacy: bool, rounds: int, steps: int) -> dict:
     args += ["--rounds", str(rounds), "--steps", str(steps)]
     if legacy:
         args.append("--deepctr")
+    if not xla:
+        args.append("--no-xla")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(
-        args, env=env, cwd=root, capture_output=True, text=True, timeout=900
+        args, env=env, cwd=root, capture_output=True, text=True, timeout=1800
     )
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark worker failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _ms(times) -> str:
+    return "n/a" if not times else f"{statistics.median(times) * 1e3:.2f}"
+
+
+def _ratio(slow, fast) -> str:
+    if not slow or not fast:
+        return "n/a"
+    return f"{statistics.median(slow) / statistics.median(fast):.2f}x"
 
 
 def main() -> None:
@@ -183,38 +206,81 @@ def main() -> None:
     parser.add_argument("--deepctr", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="subprocesses of each generation"
+    )
+    parser.add_argument("--no-xla", action="store_true", help="skip the XLA part")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    xla = not args.no_xla
     if args.worker:
-        print(json.dumps(_worker(args.deepctr, args.rounds, args.steps)))
+        print(json.dumps(_worker(args.deepctr, args.rounds, args.steps, xla)))
         return
 
-    load = os.getloadavg()[0]
-    legacy = _run_worker(True, args.rounds, args.steps)
-    keras3 = _run_worker(False, args.rounds, args.steps)
+    loads = [os.getloadavg()[0]]
+    # {generation: {case: {impl: [per-round seconds]}}}, pooled over subprocesses
+    # that alternate: tf_keras, Keras 3, Keras 3, tf_keras, ...
+    pooled = {"tf_keras": {}, "keras3": {}}
+    for r in range(args.repeats):
+        for legacy in (True, False) if r % 2 == 0 else (False, True):
+            result = _run_worker(legacy, args.rounds, args.steps, xla)
+            loads.append(os.getloadavg()[0])
+            gen = pooled["tf_keras" if legacy else "keras3"]
+            for case, impls in result.items():
+                for impl, times in impls.items():
+                    gen.setdefault(case, {}).setdefault(impl, []).extend(times)
+    legacy, keras3 = pooled["tf_keras"], pooled["keras3"]
+    rounds = args.rounds * args.repeats
     lines = [
-        f"Batch {BATCH}; median of {args.rounds} rounds of {args.steps} SGD steps "
-        "(forward, backward, update) in `tf.function`, no XLA. DeepCTR 0.9.4 and "
-        "keras_attn alternate in one tf_keras process; the last column is keras_attn "
-        "under Keras 3 in its own process. 1-minute load average when the run "
-        f"started: {load:.1f} on {os.cpu_count()} cores (other jobs share them: above "
-        "the core count, read the ratios as noise-bound).",
+        f"Batch {BATCH}; median over {rounds} rounds ({args.repeats} subprocesses x "
+        f"{args.rounds}) of {args.steps} SGD steps (forward, backward, update) in "
+        "`tf.function`. DeepCTR 0.9.4 runs under tf_keras (`TF_USE_LEGACY_KERAS=1`), "
+        "alternating round by round with keras_attn under tf_keras in the same "
+        "subprocess; keras_attn under Keras 3 (its default generation) runs in its "
+        "own subprocess, the two kinds alternating. Headline: DeepCTR (tf_keras) vs "
+        "keras_attn (Keras 3). 1-minute load average at the start and after each "
+        f"subprocess: {', '.join(f'{x:.1f}' for x in loads)} on {os.cpu_count()} "
+        "cores (other jobs share them: above the core count, read the ratios as "
+        "noise-bound).",
         "",
-        "| layer | sizes | DeepCTR ms/step | keras_attn ms/step (tf_keras) | speed-up "
-        "| keras_attn ms/step (Keras 3) |",
-        "|---|---|---|---|---|---|",
+        "| layer | sizes | DeepCTR ms/step (tf_keras) | keras_attn ms/step (Keras 3) "
+        "| speed-up | keras_attn ms/step (tf_keras, same process as DeepCTR) "
+        "| speed-up (same process) |",
+        "|---|---|---|---|---|---|---|",
     ]
     sizes = {
         "InteractingLayer": f"{FIELDS} fields x {DIM}, 2 heads x 8, residual",
         "AttentionSequencePooling": f"history {HISTORY} x {DIM}, MLP (80, 40), Dice",
         "MMoE": f"input {FIELDS * DIM}, {EXPERTS} experts (256, 128), 2 tasks",
     }
-    for case, times in legacy.items():
-        deep, ours = times["DeepCTR"], times["keras_attn"]
+    for case in sizes:
+        deep = legacy[case].get("DeepCTR")
+        ours2 = legacy[case].get("keras_attn")
+        ours3 = keras3[case].get("keras_attn")
         lines.append(
-            f"| `{case}` | {sizes[case]} | {deep * 1e3:.2f} | {ours * 1e3:.2f} | "
-            f"{deep / ours:.2f}x | {keras3[case]['keras_attn'] * 1e3:.2f} |"
+            f"| `{case}` | {sizes[case]} | {_ms(deep)} | {_ms(ours3)} | "
+            f"{_ratio(deep, ours3)} | {_ms(ours2)} | {_ratio(deep, ours2)} |"
         )
+    if xla:
+        lines += [
+            "",
+            "With XLA (`tf.function(jit_compile=True)` around the same step, both "
+            "libraries compiled; same subprocesses and rounds):",
+            "",
+            "| layer | DeepCTR XLA ms/step (tf_keras) "
+            "| keras_attn XLA ms/step (Keras 3) | speed-up "
+            "| keras_attn XLA ms/step (tf_keras) "
+            "| speed-up (same process) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case in sizes:
+            deep = legacy[case].get("DeepCTR XLA")
+            ours2 = legacy[case].get("keras_attn XLA")
+            ours3 = keras3[case].get("keras_attn XLA")
+            lines.append(
+                f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
+                f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
+            )
     body = "\n".join(lines)
     print(body)
     if not args.no_write:

@@ -44,7 +44,9 @@ __all__ = [
     "clone_initializer",
     "export_saved_model",
     "keras",
+    "mask_any",
     "mask_fill_value",
+    "mask_nonzero",
     "masked_softmax",
     "register",
     "tf",
@@ -125,6 +127,25 @@ class Layer(keras.layers.Layer):
                 self.built = True
                 return
             super().build_from_config(config)
+
+
+def mask_any(mask, axis: int = -1):
+    """`mask` reduced with logical OR over `axis`, for `compute_mask`.
+
+    Keras 3 calls `compute_mask` on symbolic KerasTensors while a functional model is
+    built, where TensorFlow ops fail; its own ops take both kinds. Mask metadata only:
+    layer math stays in TensorFlow ops.
+    """
+    if KERAS_3:
+        return keras.ops.any(keras.ops.cast(mask, "bool"), axis=axis)
+    return tf.reduce_any(tf.cast(mask, tf.bool), axis=axis)
+
+
+def mask_nonzero(ids):
+    """`ids != 0` as a boolean mask, for `compute_mask` (see `mask_any`)."""
+    if KERAS_3:
+        return keras.ops.not_equal(ids, 0)
+    return tf.not_equal(ids, tf.zeros([], ids.dtype))
 
 
 def register(cls):

@@ -10,6 +10,8 @@ import argparse
 import sys
 
 from keras_attn import __version__
+from keras_attn.cli_ctr import add_quickstart, add_train
+from keras_attn.cli_text import add_train_text
 
 
 def _layers(args: argparse.Namespace) -> int:
@@ -30,7 +32,7 @@ def _add_layers(subparsers) -> None:
 
 
 #: Functions that each add one subcommand to the subparsers.
-COMMANDS = [_add_layers]
+COMMANDS = [_add_layers, add_quickstart, add_train, add_train_text]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -163,3 +163,18 @@ def test_context_pooling_bad_arguments():
         ContextAttentionPooling(units=2)(V[:, 0])
     with pytest.raises(ValueError, match=r"`mask` must have shape"):
         ContextAttentionPooling(units=2)(V, mask=np.ones((3, 4), bool))
+
+
+def test_context_pooling_passes_sentence_mask_in_a_functional_model():
+    # (batch, sentences, words) ids -> Embedding(mask_zero) -> word pooling gives the
+    # sentence mask, which the sentence-level pooling must then use.
+    ids = keras.Input((3, 4), dtype="int32")
+    words = keras.layers.Embedding(20, 6, mask_zero=True)(ids)
+    word_pool = ContextAttentionPooling(units=4)
+    sentence_pool = ContextAttentionPooling(units=4)
+    model = keras.Model(ids, sentence_pool(word_pool(words)))
+    tokens = np.array([[[1, 2, 0, 0], [0, 0, 0, 0], [3, 0, 0, 0]]] * 2)
+    emb = model.layers[1](tokens)
+    sentences = word_pool(emb, mask=tokens != 0)
+    expected = sentence_pool(sentences, mask=(tokens != 0).any(-1)).numpy()
+    np.testing.assert_allclose(model(tokens).numpy(), expected, atol=1e-6)

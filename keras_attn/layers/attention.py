@@ -6,6 +6,7 @@ from keras_attn.backend import (
     Layer,
     clone_initializer,
     keras,
+    mask_any,
     masked_softmax,
     register,
     tf,
@@ -283,7 +284,7 @@ class ContextAttentionPooling(Layer):
     def compute_mask(self, inputs, mask=None):
         if mask is None or len(mask.shape) < 3:
             return None
-        return tf.reduce_any(_as_bool(mask), axis=-1)
+        return mask_any(mask, axis=-1)
 
     def get_config(self):
         config = {

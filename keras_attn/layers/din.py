@@ -299,6 +299,12 @@ class LocalActivationUnit(Layer):
         )
         self.built = True
 
+    def _dropout(self, hidden, training):
+        # Dropout at rate 0 is the identity: skip the layer call altogether.
+        if not self.dropout:
+            return hidden
+        return self.dropout_layer(hidden, training=training)
+
     def _activate(self, i, hidden, training):
         if self.dice_layers:
             return self.dice_layers[i](hidden, training=training)
@@ -322,15 +328,11 @@ class LocalActivationUnit(Layer):
             "btd,du->btu", pairs, tf.concat([w_k - w_d, w_p], axis=0)
         )  # (batch, history_len, units)
         hidden += query_part[:, tf.newaxis, :]
-        hidden = self.dropout_layer(
-            self._activate(0, hidden, training), training=training
-        )
+        hidden = self._dropout(self._activate(0, hidden, training), training)
         for i in range(1, len(self.hidden_units)):
             hidden = tf.einsum("btd,du->btu", hidden, tf.cast(self.kernels[i], dtype))
             hidden += tf.cast(self.biases[i], dtype)
-            hidden = self.dropout_layer(
-                self._activate(i, hidden, training), training=training
-            )
+            hidden = self._dropout(self._activate(i, hidden, training), training)
         scores = tf.einsum("btd,do->bto", hidden, tf.cast(self.output_kernel, dtype))
         return scores[..., 0] + tf.cast(self.output_bias[0], dtype)
 

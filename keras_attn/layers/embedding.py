@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from keras_attn.backend import Layer, clone_initializer, keras, register, tf
+from keras_attn.backend import (
+    Layer,
+    clone_initializer,
+    keras,
+    mask_nonzero,
+    register,
+    tf,
+)
 from keras_attn.layers._checks import check_positive_int
 
 
@@ -106,7 +113,7 @@ class FactorizedEmbedding(Layer):
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero:
             return None
-        return tf.not_equal(inputs, tf.zeros([], inputs.dtype))
+        return mask_nonzero(inputs)
 
     def get_config(self):
         config = {

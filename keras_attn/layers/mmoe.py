@@ -137,10 +137,16 @@ class _ExpertsMixin:
             dim = units
         return layers
 
+    def _dropout(self, x, training):
+        # Dropout at rate 0 is the identity: skip the layer call altogether.
+        if not self.dropout:
+            return x
+        return self.dropout_layer(x, training=training)
+
     def _dense_experts(self, x, layers, first_eq, deep_eq, training):
         for depth, (kernel, bias) in enumerate(layers):
             x = tf.einsum(first_eq if depth == 0 else deep_eq, x, kernel) + bias
-            x = self.dropout_layer(self._activation_fn(x), training=training)
+            x = self._dropout(self._activation_fn(x), training)
         return x
 
     def _build_scorer(self, name, query_shape, key_shape):
@@ -377,9 +383,7 @@ class MMoE(_ExpertsMixin, Layer):
             kernels = tf.unstack(tf.cast(kernel, inputs.dtype), num=self.num_experts)
             biases = tf.unstack(tf.cast(bias, inputs.dtype), num=self.num_experts)
             hidden = [
-                self.dropout_layer(
-                    self._activation_fn(tf.matmul(h, k) + b), training=training
-                )
+                self._dropout(self._activation_fn(tf.matmul(h, k) + b), training)
                 for h, k, b in zip(hidden, kernels, biases)
             ]
         return tf.stack(hidden, axis=1)

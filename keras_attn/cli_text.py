@@ -1,0 +1,158 @@
+"""`keras-attn train text`: a document classifier from a CSV or JSON-lines file.
+
+Registered in `keras_attn.cli.COMMANDS` by `add_train_text`, which adds the `text`
+kind to the `train` command (creating `train` when no other module did).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from pathlib import Path
+
+__all__ = ["add_train_text", "read_text_file", "train_text"]
+
+
+def read_text_file(path, text_column: str, label_column: str):
+    """Texts and labels from a CSV (header row) or JSON-lines file, gzip or plain.
+
+    A JSON-lines row may hold the text as a list of sentences (joined by spaces),
+    as review_polarity does.
+    """
+    path = Path(path)
+    name = path.name.removesuffix(".gz")
+    if name.endswith((".jsonl", ".json")):
+        opener = gzip.open if path.suffix == ".gz" else open
+        texts, labels = [], []
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                for column in (text_column, label_column):
+                    if column not in row:
+                        raise SystemExit(
+                            f"column {column!r} not in {path}. Keys: {sorted(row)}"
+                        )
+                text = row[text_column]
+                texts.append(" ".join(text) if isinstance(text, list) else str(text))
+                labels.append(str(row[label_column]))
+        return texts, labels
+    import pandas as pd
+
+    df = pd.read_csv(path, keep_default_na=False)
+    for column in (text_column, label_column):
+        if column not in df.columns:
+            raise SystemExit(
+                f"column {column!r} not in {path}. Columns: {list(df.columns)}"
+            )
+    return df[text_column].astype(str).tolist(), df[label_column].astype(str).tolist()
+
+
+def train_text(args: argparse.Namespace) -> int:
+    """Trains a HAN / Transformer / BERT-style classifier; exports it."""
+    from keras_attn.text.train import fit_text_classifier, stratified_split
+
+    texts, labels = read_text_file(args.data, args.text_column, args.label_column)
+    train, val = stratified_split(labels, args.validation_split, seed=args.seed)
+    print(
+        f"{args.data}: {len(train)} training and {len(val)} validation documents, "
+        f"classes {sorted(set(labels))}; model {args.model}"
+    )
+    kwargs = {}
+    if args.model == "han":
+        kwargs.update(embedding_dim=args.embedding_dim, units=args.units)
+    else:
+        kwargs.update(
+            hidden_dim=args.embedding_dim,
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
+        )
+    clf = fit_text_classifier(
+        [texts[i] for i in train],
+        [labels[i] for i in train],
+        model=args.model,
+        validation_texts=[texts[i] for i in val] if len(val) else None,
+        validation_labels=[labels[i] for i in val] if len(val) else None,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        vocabulary=args.vocab,
+        min_count=args.min_count,
+        max_sentences=args.max_sentences,
+        max_words=args.max_words,
+        sequence_length=args.sequence_length,
+        patience=args.patience,
+        verbose=2,
+        seed=args.seed,
+        **kwargs,
+    )
+    if clf.val_accuracy is not None:
+        print(f"validation accuracy: {clf.val_accuracy:.4f}")
+    if args.export:
+        path = clf.export(args.export, version=args.version)
+        print(f"Exported for TF Serving (raw strings in) to {path}")
+    return 0
+
+
+def _find_subparsers(parser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return None
+
+
+def add_train_text(subparsers) -> None:
+    train = subparsers.choices.get("train")
+    if train is None:
+        train = subparsers.add_parser("train", help="train a model on your own data")
+        train.set_defaults(func=lambda args: (train.print_help(), 2)[1])
+    kinds = _find_subparsers(train) or train.add_subparsers(dest="kind", metavar="KIND")
+    p = kinds.add_parser(
+        "text",
+        help="a document classifier (HAN, Transformer, BERT-style) from raw text",
+        description="Trains a document classifier on a CSV (header row) or JSON-lines "
+        "file, with a stratified validation split and early stopping on its "
+        "accuracy. Tokenization (tensorflow-text) runs in tf.data and inside the "
+        "export, whose serving_default takes raw strings (`text`) and returns "
+        "`probabilities` and `label`. Needs TF Serving 2.20 or newer.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--data", required=True, help="CSV or JSON-lines file (.gz too)")
+    p.add_argument("--text-column", required=True, help="column of the documents")
+    p.add_argument("--label-column", required=True, help="column of the labels")
+    p.add_argument(
+        "--model",
+        choices=["han", "transformer", "bert"],
+        default="han",
+        help="han: hierarchical attention (bi-GRU); transformer: encoder over words; "
+        "bert: BERT-style encoder over WordPiece, trained from scratch",
+    )
+    p.add_argument(
+        "--vocab",
+        help="vocabulary: bert-base-uncased, bert-base-chinese or a vocab.txt "
+        "(WordPiece); default: words of the training data (bert: "
+        "bert-base-uncased)",
+    )
+    p.add_argument("--min-count", type=int, default=2, help="min word count")
+    p.add_argument("--max-sentences", type=int, default=16, help="HAN sentences")
+    p.add_argument("--max-words", type=int, default=32, help="HAN words a sentence")
+    p.add_argument(
+        "--sequence-length", type=int, default=256, help="Transformer tokens"
+    )
+    p.add_argument("--embedding-dim", type=int, default=100, help="embedding width")
+    p.add_argument("--units", type=int, default=50, help="HAN GRU units")
+    p.add_argument("--num-layers", type=int, default=2, help="Transformer layers")
+    p.add_argument("--num-heads", type=int, default=4, help="Transformer heads")
+    p.add_argument("--epochs", type=int, default=10, help="training epochs")
+    p.add_argument("--batch-size", type=int, default=32, help="batch size")
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate")
+    p.add_argument(
+        "--validation-split", type=float, default=0.2, help="validation fraction"
+    )
+    p.add_argument("--patience", type=int, default=5, help="early-stopping epochs")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--export", metavar="DIR", help="export to DIR/<version>")
+    p.add_argument("--version", type=int, help="export version")
+    p.set_defaults(func=train_text)

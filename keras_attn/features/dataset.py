@@ -1,0 +1,221 @@
+"""pandas DataFrames and CSV files -> `tf.data` of (raw feature dict, label dict).
+
+Raw strings reach `fit` through `tf.data` in both Keras generations (Keras 3 refuses
+NumPy object arrays), so this is the one input path of the CTR models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from keras_attn.backend import tf
+from keras_attn.features.specs import (
+    check_columns,
+    csv_paths,
+    iter_csv_chunks,
+    numeric_values,
+)
+
+__all__ = ["label_columns", "to_dataset"]
+
+
+def label_columns(labels) -> list[tuple[str, str, list | None]]:
+    """`(output key, column, positive values or None)` for each label.
+
+    A label is a column name (its values are read as numbers) or an object with
+    `name`, `label` and `positive` attributes, like `keras_attn.models.Task`: the
+    output key is `name`, the column `label`, and with `positive` set a row is 1 where
+    the column (stripped) equals one of the positive values and 0 elsewhere.
+    """
+    if isinstance(labels, str):
+        labels = [labels]
+    out = []
+    for item in labels or ():
+        if isinstance(item, str):
+            out.append((item, item, None))
+            continue
+        positive = getattr(item, "positive", None)
+        if positive is not None and not isinstance(positive, (list, tuple)):
+            positive = [positive]
+        out.append((item.name, getattr(item, "label", None) or item.name, positive))
+    return out
+
+
+def _label_values(series: pd.Series, column: str, positive) -> np.ndarray:
+    if positive is not None:
+        text = series.astype(str).str.strip()
+        wanted = {str(p).strip() for p in positive}
+        return text.isin(wanted).to_numpy().astype("float32")[:, None]
+    try:
+        values = numeric_values(series, column)
+    except ValueError as error:
+        raise ValueError(
+            f"Label column {column!r} is not numeric: give its task `positive=` (the "
+            f"value(s) that mean 1). {error}"
+        ) from None
+    if np.isnan(values).any():
+        raise ValueError(f"Label column {column!r} has missing values")
+    return values[:, None]
+
+
+def _frame_arrays(df: pd.DataFrame, features, labels):
+    check_columns(
+        df.columns,
+        [f.name for f in features] + [c for _, c, _ in labels],
+        "The DataFrame",
+    )
+    x = {f.name: f.values(df[f.name]) for f in features}
+    y = {key: _label_values(df[col], col, pos) for key, col, pos in labels}
+    return x, y
+
+
+def to_dataset(
+    data: pd.DataFrame | str | Path | Sequence[str | Path],
+    features,
+    labels=(),
+    batch_size: int = 256,
+    shuffle: bool = False,
+    seed: int | None = None,
+    num_epochs: int = 1,
+    shuffle_buffer: int = 100_000,
+    drop_remainder: bool = False,
+) -> tf.data.Dataset:
+    """A `tf.data.Dataset` of `(raw features, labels)` batches for a CTR model.
+
+    From a DataFrame, the columns are converted once (categories to strings, missing
+    to "", numbers to float32 with NaN for missing; the model imputes them). From CSV
+    paths (with a header row), the files are streamed with
+    `tf.data.experimental.make_csv_dataset`, so they need not fit in memory; the first
+    rows are checked with pandas so that a wrong column type fails early and clearly.
+
+    Args:
+        data: a DataFrame, or one or more CSV paths.
+        features: the feature specs (only their columns are read).
+        labels: label column names, or tasks with `name`, `label` and `positive`
+            (see `label_columns`). Empty gives batches of features alone.
+        batch_size: int. Defaults to 256.
+        shuffle: bool. Shuffle rows each epoch. Defaults to False.
+        seed: int. Shuffle seed.
+        num_epochs: int. Repeat the data this many times (None: forever).
+            Defaults to 1.
+        shuffle_buffer: int. Rows in the shuffle buffer (CSV; a DataFrame is
+            shuffled whole). Defaults to 100,000.
+        drop_remainder: bool. Drop the last, smaller batch. Defaults to False.
+
+    Returns:
+        Batches `({feature: (batch,)}, {task: (batch, 1) float32})`, or feature dicts
+        when there are no labels.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> from keras_attn.features import CategoricalFeature, NumericFeature
+    >>> df = pd.DataFrame({"c": ["a", "b"], "x": [1.0, None], "y": [0, 1]})
+    >>> specs = [CategoricalFeature("c", ["a"]), NumericFeature("x", 1.0, 1.0)]
+    >>> x, y = next(iter(to_dataset(df, specs, ["y"], batch_size=2)))
+    >>> x["c"].numpy().tolist(), y["y"].numpy().tolist()
+    ([b'a', b'b'], [[0.0], [1.0]])
+    """
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or batch_size < 1
+    ):
+        raise ValueError(
+            f"`batch_size` must be a positive integer. Received: "
+            f"batch_size={batch_size!r}"
+        )
+    features = list(features)
+    labels = label_columns(labels)
+    if isinstance(data, pd.DataFrame):
+        x, y = _frame_arrays(data, features, labels)
+        tensors = tf.nest.map_structure(tf.constant, (x, y) if labels else x)
+        # Shuffle and batch row indices, then gather whole batches: one vectorized
+        # gather per column instead of per-row work across dozens of columns.
+        ds = tf.data.Dataset.range(len(data))
+        if shuffle:
+            ds = ds.shuffle(len(data), seed=seed, reshuffle_each_iteration=True)
+        if num_epochs != 1:
+            ds = ds.repeat(num_epochs)
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        ds = ds.map(
+            lambda i: tf.nest.map_structure(lambda t: tf.gather(t, i), tensors),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        return ds.prefetch(tf.data.AUTOTUNE)
+    return _csv_dataset(
+        data,
+        features,
+        labels,
+        batch_size,
+        shuffle,
+        seed,
+        num_epochs,
+        shuffle_buffer,
+        drop_remainder,
+    )
+
+
+def _csv_dataset(
+    data, features, labels, batch_size, shuffle, seed, num_epochs, buffer, drop
+):
+    paths = csv_paths(data)
+    columns = [f.name for f in features] + [c for _, c, _ in labels]
+    header = list(pd.read_csv(paths[0], nrows=0).columns)
+    check_columns(header, columns, f"CSV file {paths[0]!r}")
+    # Fail early, with the column's name, on a wrong type in the first rows.
+    head = next(iter_csv_chunks(paths[:1], list(dict.fromkeys(columns)), 1000))
+    _frame_arrays(head, features, labels)
+
+    kinds = {}
+    for f in features:
+        if f.kind == "numeric":
+            kinds[f.name] = float("nan")
+        elif f.kind == "categorical" and f.dtype == "int64":
+            kinds[f.name] = tf.int64
+        else:
+            kinds[f.name] = ""
+    for _, col, pos in labels:
+        kinds.setdefault(col, "" if pos is not None else tf.float32)
+    selected = [c for c in header if c in kinds]
+    ds = tf.data.experimental.make_csv_dataset(
+        paths,
+        batch_size=batch_size,
+        select_columns=selected,
+        column_defaults=[kinds[c] for c in selected],
+        num_epochs=num_epochs,
+        shuffle=shuffle,
+        shuffle_buffer_size=buffer,
+        shuffle_seed=seed,
+        header=True,
+        compression_type="GZIP" if paths[0].endswith(".gz") else None,
+        sloppy=not shuffle or seed is None,
+        prefetch_buffer_size=tf.data.AUTOTUNE,
+    )
+    if drop:
+        ds = ds.unbatch().batch(batch_size, drop_remainder=True)
+
+    def split(row):
+        x = {}
+        for f in features:
+            value = row[f.name]
+            if f.kind == "numeric":
+                value = tf.cast(value, tf.float32)
+            x[f.name] = value
+        if not labels:
+            return x
+        y = {}
+        for key, col, pos in labels:
+            value = row[col]
+            if pos is not None:
+                wanted = tf.constant([str(p).strip() for p in pos])
+                hit = tf.equal(tf.strings.strip(value)[:, None], wanted[None, :])
+                value = tf.reduce_any(hit, axis=1)
+            y[key] = tf.cast(value, tf.float32)[:, None]
+        return x, y
+
+    return ds.map(split, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,302 @@
+"""Preprocessing layers that live inside a CTR model, so it takes raw values.
+
+`NumericPreprocessing` imputes, standardizes and flags missing numbers;
+`SequenceSplit` turns a joined history string into padded ids and a mask;
+`StackColumns` stacks per-feature columns into one `(batch, fields)` tensor.
+`build_preprocessing` wires them, with Keras' StringLookup / IntegerLookup / Hashing
+for the categorical features, from a list of feature specs.
+"""
+
+from __future__ import annotations
+
+from keras_attn.backend import Layer, keras, register, tf
+
+__all__ = [
+    "NumericPreprocessing",
+    "SequenceSplit",
+    "StackColumns",
+    "build_preprocessing",
+    "categorical_lookup",
+]
+
+
+@register
+class NumericPreprocessing(Layer):
+    """Imputes, standardizes and flags missing values of several numeric columns.
+
+    Column `j` becomes `(t(x_j) - mean_j) / std_j` with `t` the identity or
+    `sign(x) log1p(|x|)`, and a NaN becomes 0 (the mean); where `indicators[j]` is
+    set, an extra 0/1 column says the value was missing. NaN never reaches the output.
+
+    Args:
+        means: list of float. Mean of each column (after `t`).
+        stds: list of float. Standard deviation of each column (after `t`).
+        logs: list of bool. Apply `sign(x) log1p(|x|)` first. Defaults to all False.
+        indicators: list of bool. Add an is-missing column. Defaults to all False.
+
+    Call arguments:
+        inputs: list of float `(batch,)` tensors, one per column.
+
+    Returns:
+        `(batch, num_columns + sum(indicators))`: the standardized columns, then the
+        indicators.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = NumericPreprocessing([1.0], [2.0], indicators=[True])
+    >>> layer([np.array([3.0, np.nan], "float32")]).numpy().tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+
+    def __init__(self, means, stds, logs=None, indicators=None, **kwargs):
+        super().__init__(**kwargs)
+        n = len(means)
+        logs = [False] * n if logs is None else list(logs)
+        indicators = [False] * n if indicators is None else list(indicators)
+        if not (len(stds) == len(logs) == len(indicators) == n):
+            raise ValueError(
+                "`means`, `stds`, `logs` and `indicators` must have one entry per "
+                f"column. Received lengths {n}, {len(stds)}, {len(logs)}, "
+                f"{len(indicators)}"
+            )
+        if any(not s > 0 for s in stds):
+            raise ValueError(f"`stds` must be positive. Received: stds={list(stds)}")
+        self.means = [float(m) for m in means]
+        self.stds = [float(s) for s in stds]
+        self.logs = [bool(v) for v in logs]
+        self.indicators = [bool(v) for v in indicators]
+
+    def call(self, inputs):
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]  # tf_keras unwraps a one-element list on reload
+        columns = []
+        flags = []
+        for x, mean, std, log, flag in zip(
+            inputs, self.means, self.stds, self.logs, self.indicators
+        ):
+            x = tf.reshape(tf.cast(x, tf.float32), [-1])
+            missing = tf.math.is_nan(x)
+            if log:
+                x = tf.sign(x) * tf.math.log1p(tf.abs(x))
+            x = tf.where(missing, tf.zeros_like(x), (x - mean) / std)
+            columns.append(x)
+            if flag:
+                flags.append(tf.cast(missing, tf.float32))
+        # (batch, columns + indicators)
+        return tf.cast(tf.stack(columns + flags, axis=1), self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        if not isinstance(input_shape[0], (list, tuple)):
+            input_shape = [input_shape]
+        return (input_shape[0][0], len(self.means) + sum(self.indicators))
+
+    def get_config(self):
+        config = {
+            "means": self.means,
+            "stds": self.stds,
+            "logs": self.logs,
+            "indicators": self.indicators,
+        }
+        return {**super().get_config(), **config}
+
+
+@register
+class SequenceSplit(Layer):
+    """Splits joined id histories into `(batch, max_len)` tokens and a mask.
+
+    Each row's string `"id1|id2|..."` (oldest first) is split on `separator`; the last
+    `max_len` ids are kept (the most recent behaviour) and the row is padded at the
+    end. An empty string is an empty history (an all-False mask row).
+
+    Args:
+        max_len: int. Length of the output rows.
+        separator: str. Separator of the ids. Defaults to "|".
+        output_dtype: str. "string", or "int64" to parse the ids as integers.
+            Defaults to "string".
+
+    Call arguments:
+        inputs: string `(batch,)`.
+
+    Returns:
+        `(tokens, mask)`: `(batch, max_len)` string (or int64) ids padded with "" (or
+        0), and the boolean mask `(batch, max_len)`, True at real ids.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> layer = SequenceSplit(max_len=3)
+    >>> tokens, mask = layer(tf.constant(["a|b|c|d", ""]))
+    >>> tokens.numpy().tolist(), mask.numpy().tolist()
+    ([[b'b', b'c', b'd'], [b'', b'', b'']], [[True, True, True], [False, False, False]])
+    """
+
+    def __init__(self, max_len, separator="|", output_dtype="string", **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+            raise ValueError(
+                f"`max_len` must be a positive integer. Received: max_len={max_len!r}"
+            )
+        if output_dtype not in ("string", "int64"):
+            raise ValueError(
+                "`output_dtype` must be 'string' or 'int64'. Received: "
+                f"output_dtype={output_dtype!r}"
+            )
+        self.max_len = max_len
+        self.separator = separator
+        self.output_dtype = output_dtype
+
+    def call(self, inputs):
+        inputs = tf.reshape(tf.convert_to_tensor(inputs, tf.string), [-1])
+        tokens = tf.strings.strip(tf.strings.split(inputs, sep=self.separator))
+        # Drop empty ids (an empty history, a trailing separator).
+        tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
+        tokens = tokens[:, -self.max_len :]
+        mask = tf.ones_like(tokens, tf.bool).to_tensor(
+            default_value=False, shape=[None, self.max_len]
+        )
+        tokens = tokens.to_tensor(default_value="", shape=[None, self.max_len])
+        if self.output_dtype == "int64":
+            tokens = tf.where(mask, tokens, "0")
+            tokens = tf.strings.to_number(tokens, tf.int64)
+        return tokens, mask
+
+    def compute_output_shape(self, input_shape):
+        shape = (input_shape[0], self.max_len)
+        return shape, shape
+
+    def get_config(self):
+        config = {
+            "max_len": self.max_len,
+            "separator": self.separator,
+            "output_dtype": self.output_dtype,
+        }
+        return {**super().get_config(), **config}
+
+
+@register
+class StackColumns(Layer):
+    """Stacks `(batch,)` or `(batch, k)` columns into `(batch, total)` of one dtype.
+
+    Args:
+        output_dtype: str. dtype of the output. Defaults to "int32".
+
+    Call arguments:
+        inputs: list of `(batch,)` or `(batch, k)` tensors.
+
+    Returns:
+        `(batch, total columns)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> StackColumns()([np.array([1, 2]), np.array([[3], [4]])]).numpy().tolist()
+    [[1, 3], [2, 4]]
+    """
+
+    def __init__(self, output_dtype="int32", **kwargs):
+        super().__init__(**kwargs)
+        self.output_dtype = output_dtype
+
+    def call(self, inputs):
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]  # tf_keras unwraps a one-element list on reload
+        parts = []
+        for x in inputs:
+            x = tf.cast(x, self.output_dtype)
+            parts.append(tf.reshape(x, [tf.shape(x)[0], -1]))
+        return tf.concat(parts, axis=1)
+
+    def compute_output_shape(self, input_shape):
+        if not isinstance(input_shape[0], (list, tuple)):
+            input_shape = [input_shape]
+        width = 0
+        for shape in input_shape:
+            width += 1 if len(shape) == 1 else shape[-1]
+        return (input_shape[0][0], width)
+
+    def get_config(self):
+        return {**super().get_config(), "output_dtype": self.output_dtype}
+
+
+def categorical_lookup(spec, name=None):
+    """The Keras layer mapping a categorical spec's raw values to ids in
+    `[0, spec.vocabulary_size)`."""
+    name = name or f"{spec.name}_lookup"
+    if spec.hash_buckets is not None:
+        return keras.layers.Hashing(num_bins=spec.hash_buckets, name=name)
+    if spec.vocabulary is None:
+        raise ValueError(
+            f"Categorical feature {spec.name!r} has no vocabulary: fit the specs on "
+            "data first (`fit_features` or `infer_features`)"
+        )
+    cls = keras.layers.StringLookup
+    if spec.dtype == "int64":
+        cls = keras.layers.IntegerLookup
+    vocabulary = list(spec.vocabulary)
+    if not vocabulary:
+        # An all-missing column: one placeholder keeps the layer valid.
+        vocabulary = ["\x00<empty>"] if spec.dtype == "string" else [-(2**62)]
+    return cls(
+        vocabulary=vocabulary,
+        num_oov_indices=spec.num_oov_buckets,
+        mask_token=None,
+        output_mode="int",
+        name=name,
+    )
+
+
+def raw_input_spec(spec):
+    """(shape, dtype) of a feature's raw model input."""
+    if spec.kind == "numeric":
+        return (), "float32"
+    if spec.kind == "categorical" and spec.dtype == "int64":
+        return (), "int64"
+    return (), "string"
+
+
+def build_preprocessing(features, inputs):
+    """Applies the specs' preprocessing to symbolic raw inputs.
+
+    Args:
+        features: list of fitted feature specs.
+        inputs: dict of `keras.Input` by feature name.
+
+    Returns:
+        dict with `ids` (`{name: (batch,) int64 ids}` of each categorical feature),
+        `numeric` (float `(batch, num_numeric_fields)`, or None), `sequences`
+        (`{name: (ids (batch, max_len), mask, shared feature name)}`) and
+        `lookups` (the lookup layer of each categorical feature).
+    """
+    by_name = {f.name: f for f in features}
+    categorical = [f for f in features if f.kind == "categorical"]
+    numeric = [f for f in features if f.kind == "numeric"]
+    sequences = [f for f in features if f.kind == "sequence"]
+    lookups = {f.name: categorical_lookup(f) for f in categorical}
+    ids = {f.name: lookups[f.name](inputs[f.name]) for f in categorical}
+    out = {"lookups": lookups, "ids": ids}
+    out["numeric"] = None
+    if numeric:
+        out["numeric"] = NumericPreprocessing(
+            means=[f.mean for f in numeric],
+            stds=[f.std for f in numeric],
+            logs=[f.log for f in numeric],
+            indicators=[bool(f.missing_indicator) for f in numeric],
+            name="numeric_preprocessing",
+        )([inputs[f.name] for f in numeric])
+    out["sequences"] = {}
+    for f in sequences:
+        shared = by_name.get(f.shares)
+        if shared is None or shared.kind != "categorical":
+            raise ValueError(
+                f"Sequence feature {f.name!r} shares {f.shares!r}, which is not a "
+                f"categorical feature. Categorical features: {list(lookups)}"
+            )
+        tokens, mask = SequenceSplit(
+            f.max_len,
+            separator=f.separator,
+            output_dtype=shared.dtype,
+            name=f"{f.name}_split",
+        )(inputs[f.name])
+        out["sequences"][f.name] = (lookups[f.shares](tokens), mask, f.shares)
+    return out

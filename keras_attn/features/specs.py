@@ -1,0 +1,597 @@
+"""Feature specs of a CTR model: categorical, numeric and sequence features.
+
+A spec says how one raw column becomes model input, and holds what was learned from
+data (a vocabulary, a mean and a standard deviation), so the same spec builds the
+preprocessing layers inside the model and serializes to JSON next to it.
+`infer_features` proposes specs from a pandas DataFrame; `fit_features` learns the
+statistics of declared specs from a DataFrame or from CSV files read in chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "CategoricalFeature",
+    "Feature",
+    "NumericFeature",
+    "SequenceFeature",
+    "features_from_json",
+    "features_to_json",
+    "fit_features",
+    "infer_features",
+    "load_features",
+    "save_features",
+]
+
+_CATEGORICAL_DTYPES = ("string", "int64")
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            f"`name` must be a non-empty string (the column name). Received: "
+            f"name={name!r}"
+        )
+
+
+@dataclasses.dataclass
+class CategoricalFeature:
+    """A categorical column, by vocabulary (learned from data) or by hashing.
+
+    By vocabulary, id `i < num_oov_buckets` is an out-of-vocabulary bucket (unseen or
+    missing values hash into these) and known values take ids after them. With
+    `hash_buckets=N`, every value hashes into `[0, N)` and no vocabulary is kept.
+
+    Args:
+        name: str. The column name, also the model's input name.
+        vocabulary: list of values, most frequent first; None until fitted.
+        num_oov_buckets: int. Buckets for values outside the vocabulary. Defaults
+            to 1.
+        hash_buckets: int. Hash into this many buckets instead of a vocabulary.
+        dtype: str. "string" or "int64", the raw values' type. Defaults to
+            "string".
+        min_frequency: int. Values seen fewer times go to the OOV buckets.
+            Defaults to 1.
+        max_tokens: int. Keep at most this many values. Defaults to no limit.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> spec = CategoricalFeature("city").fit(pd.Series(["a", "b", "a"]))
+    >>> spec.vocabulary, spec.vocabulary_size
+    (['a', 'b'], 3)
+    """
+
+    name: str
+    vocabulary: list | None = None
+    num_oov_buckets: int = 1
+    hash_buckets: int | None = None
+    dtype: str = "string"
+    min_frequency: int = 1
+    max_tokens: int | None = None
+    kind: str = dataclasses.field(default="categorical", init=False)
+
+    def __post_init__(self):
+        _check_name(self.name)
+        if self.dtype not in _CATEGORICAL_DTYPES:
+            raise ValueError(
+                f"`dtype` of categorical feature {self.name!r} must be one of "
+                f"{list(_CATEGORICAL_DTYPES)}. Received: dtype={self.dtype!r}"
+            )
+        for arg in ("num_oov_buckets", "min_frequency"):
+            value = getattr(self, arg)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{arg}` of categorical feature {self.name!r} must be a positive "
+                    f"integer. Received: {arg}={value!r}"
+                )
+        for arg in ("hash_buckets", "max_tokens"):
+            value = getattr(self, arg)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(
+                    f"`{arg}` of categorical feature {self.name!r} must be a positive "
+                    f"integer or None. Received: {arg}={value!r}"
+                )
+        if self.hash_buckets is not None and self.vocabulary is not None:
+            raise ValueError(
+                f"Categorical feature {self.name!r} takes `hash_buckets` or "
+                f"`vocabulary`, not both. Received: hash_buckets={self.hash_buckets}, "
+                f"vocabulary of {len(self.vocabulary)} values"
+            )
+        if self.vocabulary is not None:
+            self.vocabulary = [self._cast(v) for v in self.vocabulary]
+
+    def _cast(self, value):
+        return int(value) if self.dtype == "int64" else str(value)
+
+    @property
+    def fitted(self) -> bool:
+        return self.hash_buckets is not None or self.vocabulary is not None
+
+    @property
+    def vocabulary_size(self) -> int:
+        """Number of ids the lookup produces (OOV buckets included)."""
+        if self.hash_buckets is not None:
+            return self.hash_buckets
+        if self.vocabulary is None:
+            raise ValueError(
+                f"Categorical feature {self.name!r} has no vocabulary yet: call "
+                "`fit_features` (or `.fit`) on data first"
+            )
+        return self.num_oov_buckets + len(self.vocabulary)
+
+    def values(self, series: pd.Series) -> np.ndarray:
+        """The column as the model's raw input: str (missing -> "") or int64."""
+        return categorical_values(series, self.name, self.dtype)
+
+    def fit(self, series: pd.Series | Counter) -> CategoricalFeature:
+        """Learns the vocabulary from a column (or a Counter); returns self."""
+        if self.hash_buckets is not None:
+            return self
+        counts = series if isinstance(series, Counter) else _count(self.values(series))
+        self.vocabulary = _vocabulary(counts, self.min_frequency, self.max_tokens, self)
+        return self
+
+
+def _count(values: np.ndarray) -> Counter:
+    if values.dtype.kind in "OUS":
+        values = values[values != ""]  # missing strings go to the OOV buckets
+    uniques, counts = np.unique(values, return_counts=True)
+    return Counter(dict(zip(uniques.tolist(), counts.tolist())))
+
+
+def _vocabulary(counts, min_frequency, max_tokens, spec):
+    # Most frequent first, ties by value, so the same data gives the same ids.
+    items = sorted(
+        ((v, c) for v, c in counts.items() if c >= min_frequency),
+        key=lambda vc: (-vc[1], str(vc[0])),
+    )
+    if max_tokens is not None:
+        items = items[:max_tokens]
+    return [spec._cast(v) for v, _ in items]
+
+
+@dataclasses.dataclass
+class NumericFeature:
+    """A numeric column, standardized with statistics learned from data.
+
+    Inside the model a missing value (NaN) is replaced by `mean` before
+    standardization, so it becomes 0 and never propagates; with `missing_indicator`
+    an extra 0/1 field tells the model the value was missing.
+
+    Args:
+        name: str. The column name, also the model's input name.
+        mean: float. Learned by fitting; None until then.
+        std: float. Learned by fitting (1.0 for a constant column).
+        missing_indicator: bool. Add an is-missing field. None (the default) decides
+            when fitting: True when the data had missing values. An indicator that was
+            always 0 in training would learn nothing.
+        log: bool. Standardize `sign(x) * log1p(|x|)` instead of `x`, for heavy
+            tails such as money amounts. Defaults to False.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> spec = NumericFeature("age").fit(pd.Series([20.0, 40.0, None]))
+    >>> spec.mean, spec.std, spec.missing_indicator
+    (30.0, 10.0, True)
+    """
+
+    name: str
+    mean: float | None = None
+    std: float | None = None
+    missing_indicator: bool | None = None
+    log: bool = False
+    kind: str = dataclasses.field(default="numeric", init=False)
+
+    def __post_init__(self):
+        _check_name(self.name)
+        if self.std is not None and not (self.std > 0):
+            raise ValueError(
+                f"`std` of numeric feature {self.name!r} must be positive. "
+                f"Received: std={self.std!r}"
+            )
+
+    @property
+    def fitted(self) -> bool:
+        return self.mean is not None and self.std is not None
+
+    @property
+    def num_fields(self) -> int:
+        return 2 if self.missing_indicator else 1
+
+    def values(self, series: pd.Series) -> np.ndarray:
+        """The column as float32, missing values as NaN."""
+        return numeric_values(series, self.name)
+
+    def fit(self, series: pd.Series | tuple) -> NumericFeature:
+        """Learns mean/std from a column (or `(count, sum, sum_sq, n_missing)`)."""
+        if isinstance(series, tuple):
+            n, total, total_sq, missing = series
+        else:
+            x = self.transform(self.values(series).astype("float64"))
+            real = x[~np.isnan(x)]
+            n, total, total_sq = real.size, real.sum(), np.square(real).sum()
+            missing = int(x.size - real.size)
+        if n == 0:
+            raise ValueError(
+                f"Numeric feature {self.name!r} has no non-missing value to learn "
+                "its mean and std from"
+            )
+        mean = total / n
+        var = max(total_sq / n - mean * mean, 0.0)
+        self.mean = float(mean)
+        self.std = float(math.sqrt(var)) if var > 1e-12 else 1.0
+        if self.missing_indicator is None:
+            self.missing_indicator = bool(missing)
+        return self
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        return np.sign(x) * np.log1p(np.abs(x)) if self.log else x
+
+
+@dataclasses.dataclass
+class SequenceFeature:
+    """A behaviour history of ids that shares the table of a categorical feature.
+
+    The raw value is one string of ids joined by `separator` (oldest first), or a
+    list of ids in a DataFrame. Inside the model the history is cut to its last
+    `max_len` ids and padded; the padding is masked. The ids are looked up in the
+    vocabulary of the categorical feature `shares`, and embedded with its table, so
+    DIN compares each past item with the candidate item.
+
+    Args:
+        name: str. The column name, also the model's input name.
+        shares: str. Name of the categorical feature whose vocabulary and embedding
+            table the ids use (the candidate of DIN's attention).
+        max_len: int. Length after truncation and padding. Defaults to 50.
+        separator: str. Between the ids of the raw string. Defaults to "|".
+
+    Example:
+
+    >>> SequenceFeature("hist_item", shares="item", max_len=20).max_len
+    20
+    """
+
+    name: str
+    shares: str = ""
+    max_len: int = 50
+    separator: str = "|"
+    kind: str = dataclasses.field(default="sequence", init=False)
+
+    def __post_init__(self):
+        _check_name(self.name)
+        if not isinstance(self.shares, str) or not self.shares:
+            raise ValueError(
+                f"`shares` of sequence feature {self.name!r} must name a categorical "
+                f"feature. Received: shares={self.shares!r}"
+            )
+        if (
+            isinstance(self.max_len, bool)
+            or not isinstance(self.max_len, int)
+            or self.max_len < 1
+        ):
+            raise ValueError(
+                f"`max_len` of sequence feature {self.name!r} must be a positive "
+                f"integer. Received: max_len={self.max_len!r}"
+            )
+        if not isinstance(self.separator, str) or len(self.separator) != 1:
+            raise ValueError(
+                f"`separator` of sequence feature {self.name!r} must be one "
+                f"character. Received: separator={self.separator!r}"
+            )
+
+    fitted = True
+
+    def values(self, series: pd.Series) -> np.ndarray:
+        """The column as separator-joined strings (lists are joined)."""
+        return sequence_values(series, self.name, self.separator)
+
+
+Feature = CategoricalFeature | NumericFeature | SequenceFeature
+_KINDS = {
+    "categorical": CategoricalFeature,
+    "numeric": NumericFeature,
+    "sequence": SequenceFeature,
+}
+
+
+# ---------------------------------------------------------------- column conversion
+
+
+def categorical_values(series: pd.Series, name: str, dtype: str) -> np.ndarray:
+    """A column as raw categorical input: str with "" for missing, or int64."""
+    if dtype == "int64":
+        if series.isna().any():
+            raise ValueError(
+                f"Categorical feature {name!r} has dtype 'int64' but column {name!r} "
+                "has missing values; declare it with dtype='string' to send them to "
+                "the OOV bucket"
+            )
+        if not (
+            pd.api.types.is_integer_dtype(series) or pd.api.types.is_bool_dtype(series)
+        ):
+            converted = pd.to_numeric(series, errors="coerce")
+            bad = series[converted.isna() | (converted % 1 != 0)]
+            if len(bad):
+                raise ValueError(
+                    f"Categorical feature {name!r} has dtype 'int64' but column "
+                    f"{name!r} ({series.dtype}) holds non-integer values, e.g. "
+                    f"{bad.iloc[0]!r}"
+                )
+            series = converted
+        return series.to_numpy().astype("int64")
+    missing = series.isna().to_numpy()
+    if pd.api.types.is_float_dtype(series):
+        # An int column with missing values reads as float: 3.0 must mean "3".
+        values = series.to_numpy()
+        whole = np.where(missing, 0.0, values)
+        if np.all(whole == np.floor(whole)):
+            out = np.array([str(int(v)) for v in whole], dtype=object)
+        else:
+            out = series.astype(str).to_numpy(dtype=object)
+    else:
+        out = series.astype(str).to_numpy(dtype=object)
+    out[missing] = ""
+    return out
+
+
+def numeric_values(series: pd.Series, name: str) -> np.ndarray:
+    """A column as float32 with NaN for missing; a clear error for text."""
+    if pd.api.types.is_bool_dtype(series):
+        return series.to_numpy().astype("float32")
+    if pd.api.types.is_numeric_dtype(series):
+        return series.to_numpy(dtype="float64", na_value=np.nan).astype("float32")
+    converted = pd.to_numeric(series, errors="coerce")
+    bad = series[converted.isna() & series.notna() & (series.astype(str) != "")]
+    if len(bad):
+        raise ValueError(
+            f"Numeric feature {name!r} needs numbers, but column {name!r} "
+            f"({series.dtype}) holds {bad.iloc[0]!r} (row {bad.index[0]!r}); declare "
+            "it as a CategoricalFeature or clean the column"
+        )
+    return converted.to_numpy(dtype="float64", na_value=np.nan).astype("float32")
+
+
+def sequence_values(series: pd.Series, name: str, separator: str) -> np.ndarray:
+    def join(v):
+        if isinstance(v, str):
+            return v
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return ""
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return separator.join(str(x) for x in v)
+        raise ValueError(
+            f"Sequence feature {name!r} takes a {separator!r}-joined string or a list "
+            f"of ids per row. Received: {v!r} ({type(v).__name__})"
+        )
+
+    return np.array([join(v) for v in series], dtype=object)
+
+
+def check_columns(columns: Iterable[str], needed: Iterable[str], where: str) -> None:
+    """Raises naming each missing column and the columns present."""
+    columns = list(columns)
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise ValueError(
+            f"{where} lacks column(s) {missing}. Columns present: {columns}"
+        )
+
+
+# ------------------------------------------------------------------ infer and fit
+
+
+def infer_features(
+    df: pd.DataFrame,
+    labels: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    categorical: Sequence[str] = (),
+    numeric: Sequence[str] = (),
+    overrides: dict | None = None,
+    max_integer_categories: int = 20,
+    hash_threshold: int = 10_000,
+    num_oov_buckets: int = 1,
+) -> list[Feature]:
+    """Proposes fitted feature specs for every column of `df` except the labels.
+
+    Strings, booleans and pandas categoricals become `CategoricalFeature`s by
+    vocabulary, or by hashing into twice their cardinality when they have more than
+    `hash_threshold` distinct values; integers with at most
+    `max_integer_categories` distinct values become categorical (int64), other
+    numbers `NumericFeature`s (with a missing indicator when they have NaN).
+
+    Args:
+        df: the training DataFrame.
+        labels: label columns, left out.
+        exclude: other columns to leave out (ids, sampling weights).
+        categorical: columns forced to be categorical.
+        numeric: columns forced to be numeric.
+        overrides: `{column: spec}` used as given (fitted here if not yet fitted).
+        max_integer_categories: integer columns with at most this many values are
+            categorical. Defaults to 20.
+        hash_threshold: categorical columns with more distinct values are hashed.
+            Defaults to 10,000.
+        num_oov_buckets: OOV buckets of each vocabulary. Defaults to 1.
+
+    Returns:
+        A list of fitted specs, in column order.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"age": [31.5, 40.0], "city": ["a", "b"], "y": [0, 1]})
+    >>> [f.kind for f in infer_features(df, labels=["y"])]
+    ['numeric', 'categorical']
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(
+            f"`df` must be a pandas DataFrame. Received: {type(df).__name__}"
+        )
+    overrides = dict(overrides or {})
+    named = [*labels, *exclude, *categorical, *numeric, *overrides]
+    check_columns(df.columns, named, "The DataFrame")
+    both = set(categorical) & set(numeric)
+    if both:
+        raise ValueError(
+            f"Columns {sorted(both)} are in both `categorical` and `numeric`"
+        )
+    features = []
+    for column in df.columns:
+        if column in labels or column in exclude:
+            continue
+        series = df[column]
+        if column in overrides:
+            spec = overrides[column]
+        elif column in numeric:
+            spec = NumericFeature(column)
+        elif column in categorical or _looks_categorical(
+            series, max_integer_categories
+        ):
+            integer = pd.api.types.is_integer_dtype(series)
+            cardinality = series.nunique(dropna=True)
+            spec = CategoricalFeature(
+                column,
+                dtype="int64" if integer else "string",
+                num_oov_buckets=num_oov_buckets,
+                hash_buckets=2 * cardinality if cardinality > hash_threshold else None,
+            )
+        else:
+            spec = NumericFeature(column)
+        if not spec.fitted:
+            spec.fit(series)
+        features.append(spec)
+    return features
+
+
+def _looks_categorical(series: pd.Series, max_integer_categories: int) -> bool:
+    if pd.api.types.is_bool_dtype(series):
+        return True
+    if pd.api.types.is_integer_dtype(series):
+        return series.nunique(dropna=True) <= max_integer_categories
+    return not pd.api.types.is_numeric_dtype(series)
+
+
+def fit_features(
+    features: Sequence[Feature],
+    data: pd.DataFrame | str | Path | Sequence[str | Path],
+    chunksize: int = 100_000,
+) -> list[Feature]:
+    """Learns every unfitted spec's statistics from a DataFrame or CSV files.
+
+    CSV files are read in chunks of `chunksize` rows, so they need not fit in memory.
+    Returns the specs (fitted in place).
+
+    Example:
+
+    >>> import pandas as pd
+    >>> specs = fit_features(
+    ...     [NumericFeature("x"), CategoricalFeature("c")],
+    ...     pd.DataFrame({"x": [1.0, 3.0], "c": ["u", "v"]}),
+    ... )
+    >>> specs[0].mean, specs[1].vocabulary
+    (2.0, ['u', 'v'])
+    """
+    features = list(features)
+    todo = [f for f in features if not f.fitted]
+    if not todo:
+        return features
+    if isinstance(data, pd.DataFrame):
+        check_columns(data.columns, [f.name for f in todo], "The DataFrame")
+        for f in todo:
+            f.fit(data[f.name])
+        return features
+    counts = {f.name: Counter() for f in todo if f.kind == "categorical"}
+    moments = {f.name: [0, 0.0, 0.0, 0] for f in todo if f.kind == "numeric"}
+    for chunk in iter_csv_chunks(data, [f.name for f in todo], chunksize):
+        for f in todo:
+            if f.kind == "categorical":
+                counts[f.name].update(_count(f.values(chunk[f.name])))
+            else:
+                x = f.transform(f.values(chunk[f.name]).astype("float64"))
+                real = x[~np.isnan(x)]
+                m = moments[f.name]
+                m[0] += real.size
+                m[1] += float(real.sum())
+                m[2] += float(np.square(real).sum())
+                m[3] += int(x.size - real.size)
+    for f in todo:
+        f.fit(counts[f.name] if f.kind == "categorical" else tuple(moments[f.name]))
+    return features
+
+
+def csv_paths(paths) -> list[str]:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    paths = [str(p) for p in paths]
+    for p in paths:
+        if not Path(p).exists():
+            raise ValueError(f"CSV file {p!r} does not exist")
+    return paths
+
+
+def iter_csv_chunks(paths, columns, chunksize):
+    """Chunks of the CSV files, with "NA" etc. kept as text (as tf.data reads it)."""
+    for path in csv_paths(paths):
+        header = pd.read_csv(path, nrows=0).columns
+        check_columns(header, columns, f"CSV file {path!r}")
+        yield from pd.read_csv(
+            path,
+            usecols=list(columns),
+            chunksize=chunksize,
+            keep_default_na=False,
+            na_values=[""],
+        )
+
+
+# ---------------------------------------------------------------------- JSON
+
+
+def features_to_json(features: Sequence[Feature]) -> str:
+    """The spec set as JSON text (`features_from_json` reads it back)."""
+    items = []
+    for f in features:
+        d = dataclasses.asdict(f)
+        items.append({"kind": d.pop("kind"), **d})
+    return json.dumps({"features": items}, indent=1)
+
+
+def features_from_json(text: str) -> list[Feature]:
+    """The spec set from `features_to_json`'s text.
+
+    Example:
+
+    >>> specs = [NumericFeature("x", mean=0.0, std=2.0)]
+    >>> features_from_json(features_to_json(specs)) == specs
+    True
+    """
+    data = json.loads(text)
+    features = []
+    for item in data["features"]:
+        item = dict(item)
+        kind = item.pop("kind", None)
+        if kind not in _KINDS:
+            raise ValueError(
+                f"Unknown feature kind {kind!r}: expected one of {sorted(_KINDS)}"
+            )
+        features.append(_KINDS[kind](**item))
+    return features
+
+
+def save_features(features: Sequence[Feature], path: str | Path) -> None:
+    Path(path).write_text(features_to_json(features))
+
+
+def load_features(path: str | Path) -> list[Feature]:
+    return features_from_json(Path(path).read_text())

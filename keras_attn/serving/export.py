@@ -1,0 +1,152 @@
+"""Export for TF Serving: versioned SavedModels with a named `serving_default`.
+
+`export(model, "saved_models/census_mmoe", version=1)` writes
+`saved_models/census_mmoe/1/{saved_model.pb, variables/, assets/}`. The
+`serving_default` signature takes each raw feature by its input name (a batch of
+scalars: strings, floats, ints) and returns each output by its name (the task
+names of a CTR model). The same files load with `tf.saved_model.load` in a process
+that imports neither Keras nor keras_attn.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from keras_attn.backend import KERAS_3, keras, tf
+
+__all__ = ["export", "latest_version", "load_serving_fn", "read_features_json"]
+
+_SPECS_FILE = "keras_attn_features.json"
+
+
+def latest_version(base_dir: str | Path) -> int | None:
+    """The highest numbered version folder under `base_dir`, or None."""
+    base = Path(base_dir)
+    if not base.is_dir():
+        return None
+    versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
+    return max(versions) if versions else None
+
+
+def _input_names(model) -> list[str]:
+    names = getattr(model, "input_names", None)
+    if names:
+        return list(names)
+    return [t.name.split(":")[0] for t in model.inputs]
+
+
+def _outputs_dict(model, outputs) -> dict:
+    if isinstance(outputs, dict):
+        return dict(outputs)
+    if not isinstance(outputs, (list, tuple)):
+        outputs = [outputs]
+    names = list(getattr(model, "output_names", None) or [])
+    if len(names) != len(outputs):
+        names = [f"output_{i}" for i in range(len(outputs))]
+    return dict(zip(names, outputs))
+
+
+def export(
+    model,
+    base_dir: str | Path,
+    version: int | None = None,
+    features=None,
+    overwrite: bool = False,
+) -> Path:
+    """Writes `model` for TF Serving as `base_dir/<version>/`.
+
+    Args:
+        model: a Keras model with named inputs (e.g. from `build_ctr_model`).
+        base_dir: the model's folder, e.g. "saved_models/census_mmoe".
+        version: int. The version folder. Defaults to one more than the highest
+            version present (1 for a new folder).
+        features: optional feature specs, written as JSON to
+            `<version>/assets.extra/keras_attn_features.json`.
+        overwrite: bool. Replace an existing version. Defaults to False.
+
+    Returns:
+        The path of the version folder.
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_attn.backend import keras
+    >>> x = keras.Input(shape=(), dtype="float32", name="x")
+    >>> y = keras.layers.Reshape((1,))(x)
+    >>> model = keras.Model({"x": x}, {"y": keras.layers.Dense(1, name="y")(y)})
+    >>> path = export(model, tempfile.mkdtemp() + "/demo", version=3)
+    >>> path.name
+    '3'
+    """
+    base = Path(base_dir)
+    if version is None:
+        version = (latest_version(base) or 0) + 1
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(
+            f"`version` must be a non-negative integer. Received: version={version!r}"
+        )
+    target = base / str(version)
+    if target.exists():
+        if not overwrite:
+            raise ValueError(
+                f"Version folder {str(target)!r} already exists: pass "
+                "`overwrite=True` or another `version`"
+            )
+    base.mkdir(parents=True, exist_ok=True)
+    names = _input_names(model)
+    if len(names) != len(model.inputs):
+        raise ValueError(f"Model {model.name!r}: cannot name its inputs ({names})")
+    signature = {
+        n: tf.TensorSpec([None, *list(t.shape[1:])], tf.as_dtype(t.dtype), name=n)
+        for n, t in zip(names, model.inputs)
+    }
+
+    def serve(inputs):
+        outputs = model(inputs, training=False)
+        return _outputs_dict(model, outputs)
+
+    # Write beside the target and move it in whole: TF Serving polls the folder and
+    # must never see a half-written version.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base))
+    try:
+        out = tmp / "model"
+        if KERAS_3:
+            archive = keras.export.ExportArchive()
+            archive.track(model)
+            archive.add_endpoint("serving_default", serve, input_signature=[signature])
+            archive.write_out(str(out), verbose=False)
+        else:
+            fn = tf.function(serve, input_signature=[signature])
+            tf.saved_model.save(
+                model,
+                str(out),
+                signatures={"serving_default": fn.get_concrete_function()},
+            )
+        if features is not None:
+            from keras_attn.features.specs import features_to_json
+
+            extra = out / "assets.extra"
+            extra.mkdir(exist_ok=True)
+            (extra / _SPECS_FILE).write_text(features_to_json(features))
+        if target.exists():
+            shutil.rmtree(target)
+        out.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_serving_fn(path: str | Path):
+    """The `serving_default` function of an export (TensorFlow alone)."""
+    loaded = tf.saved_model.load(str(path))
+    fn = loaded.signatures["serving_default"]
+    fn._keras_attn_owner = loaded  # keep the loaded object (and its tables) alive
+    return fn
+
+
+def read_features_json(path: str | Path) -> str | None:
+    """The feature specs JSON written next to an export, or None."""
+    p = Path(path) / "assets.extra" / _SPECS_FILE
+    return p.read_text() if p.exists() else None

@@ -1,0 +1,32 @@
+"""Text pipeline on tensorflow-text: tokenizers, sentence splitting, vocabularies."""
+
+from keras_attn.text.datasets import load_review_polarity, load_review_sample
+from keras_attn.text.tokenizers import (
+    PAD,
+    SHIPPED_VOCABULARIES,
+    UNK,
+    SentenceTokenizer,
+    Tokenizer,
+    build_vocabulary,
+    load_vocabulary,
+    split_sentences,
+    split_words,
+)
+from keras_attn.text.train import TextClassifier, fit_text_classifier, stratified_split
+
+__all__ = [
+    "PAD",
+    "SHIPPED_VOCABULARIES",
+    "UNK",
+    "SentenceTokenizer",
+    "TextClassifier",
+    "Tokenizer",
+    "build_vocabulary",
+    "fit_text_classifier",
+    "load_review_polarity",
+    "load_review_sample",
+    "load_vocabulary",
+    "split_sentences",
+    "split_words",
+    "stratified_split",
+]

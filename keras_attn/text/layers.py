@@ -1,0 +1,316 @@
+"""Small layers the text models need: masked sequence pooling and the predicted label.
+
+They live here (not in `keras_attn.layers`) because they are plumbing of the text
+models rather than attention ideas of their own.
+"""
+
+from __future__ import annotations
+
+from keras_attn.backend import Layer, keras, register, tf
+from keras_attn.layers.attention import ContextAttentionPooling, _as_bool
+
+__all__ = [
+    "POOLINGS",
+    "CandidateSum",
+    "ExplicitMaskContextPooling",
+    "PerSentence",
+    "PredictedLabel",
+    "SequencePooling",
+    "TokenMask",
+]
+
+POOLINGS = ("cls", "mean", "max", "flatten")
+
+
+@register
+class SequencePooling(Layer):
+    """Pools `(batch, seq_len, dim)` into one vector per sequence, honouring the mask.
+
+    `"cls"` takes the first position; `"mean"` averages the real positions (zero for
+    a sequence without any); `"max"` takes the maximum over real positions (zero for
+    none); `"flatten"` zeroes padded positions and reshapes to `(batch, seq_len·dim)`
+    (needs a static `seq_len`).
+
+    Args:
+        mode: str. One of "cls", "mean", "max", "flatten". Defaults to "mean".
+
+    Call arguments:
+        inputs: `(batch, seq_len, dim)`.
+        mask: optional boolean `(batch, seq_len)`, True at real positions.
+
+    Returns:
+        `(batch, dim)`, or `(batch, seq_len·dim)` for "flatten".
+
+    Example:
+
+    >>> import numpy as np
+    >>> x = np.arange(12, dtype="float32").reshape(1, 3, 4)
+    >>> SequencePooling("mean")(x, mask=np.array([[True, True, False]])).numpy()
+    array([[2., 3., 4., 5.]], dtype=float32)
+    """
+
+    def __init__(self, mode: str = "mean", **kwargs):
+        super().__init__(**kwargs)
+        if mode not in POOLINGS:
+            raise ValueError(
+                f"`mode` must be one of {list(POOLINGS)}. Received: mode={mode!r}"
+            )
+        self.mode = mode
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        inputs = self.cast_inputs(inputs)
+        if self.mode == "cls":
+            return inputs[:, 0]
+        if mask is None:
+            mask = tf.ones(tf.shape(inputs)[:2], tf.bool)
+        mask = _as_bool(mask)
+        weights = tf.cast(mask, inputs.dtype)[..., tf.newaxis]  # (batch, seq_len, 1)
+        if self.mode == "mean":
+            total = tf.reduce_sum(inputs * weights, axis=1)
+            return tf.math.divide_no_nan(total, tf.reduce_sum(weights, axis=1))
+        if self.mode == "max":
+            lowest = tf.fill(tf.shape(inputs), tf.as_dtype(inputs.dtype).min)
+            best = tf.reduce_max(tf.where(mask[..., tf.newaxis], inputs, lowest), 1)
+            return tf.where(tf.reduce_any(mask, axis=1, keepdims=True), best, 0.0)
+        length, dim = inputs.shape[1], inputs.shape[2]
+        if length is None or dim is None:
+            raise ValueError(
+                "`mode='flatten'` needs static seq_len and dim. "
+                f"Received: inputs.shape={tuple(inputs.shape)}"
+            )
+        return tf.reshape(inputs * weights, [-1, length * dim])
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        if self.mode == "flatten":
+            return (input_shape[0], input_shape[1] * input_shape[2])
+        return (input_shape[0], input_shape[2])
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode}
+
+
+@register
+class PredictedLabel(Layer):
+    """The most probable class: its index, or its name when `class_names` is given.
+
+    Args:
+        class_names: optional list of str, the name of each class index. Defaults to
+            None (int64 indices).
+
+    Call arguments:
+        inputs: `(batch, num_classes)` probabilities or logits.
+
+    Returns:
+        `(batch,)` int64 indices, or strings with `class_names`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> PredictedLabel(["neg", "pos"])(np.array([[0.2, 0.8]], "float32")).numpy()
+    array([b'pos'], dtype=object)
+    """
+
+    def __init__(self, class_names: list[str] | None = None, **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self.class_names = (
+            None if class_names is None else [str(c) for c in class_names]
+        )
+
+    def call(self, inputs):
+        index = tf.argmax(inputs, axis=-1, output_type=tf.int64)
+        if self.class_names is None:
+            return index
+        return tf.gather(tf.constant(self.class_names), index)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, inputs):
+        dtype = "int64" if self.class_names is None else "string"
+        return keras.KerasTensor(inputs.shape[:-1], dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "class_names": self.class_names}
+
+
+@register
+class TokenMask(Layer):
+    """The boolean mask of token ids: True where `ids != 0` (0 is padding).
+
+    With `reduce_last=True` it marks the rows along the last axis holding at least
+    one real token, e.g. the real sentences of `(batch, sentences, words)` ids.
+
+    Args:
+        reduce_last: bool. Reduce the last axis with "any". Defaults to False.
+
+    Call arguments:
+        inputs: integer ids `(batch, ...)`.
+
+    Returns:
+        boolean `(batch, ...)`, one axis fewer with `reduce_last`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> TokenMask(reduce_last=True)(np.array([[[3, 0], [0, 0]]])).numpy()
+    array([[ True, False]])
+    """
+
+    def __init__(self, reduce_last: bool = False, **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self.reduce_last = bool(reduce_last)
+
+    def call(self, inputs):
+        mask = tf.not_equal(inputs, tf.zeros([], inputs.dtype))
+        return tf.reduce_any(mask, axis=-1) if self.reduce_last else mask
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, inputs):
+        shape = inputs.shape[:-1] if self.reduce_last else inputs.shape
+        return keras.KerasTensor(shape, "bool")
+
+    def get_config(self):
+        return {**super().get_config(), "reduce_last": self.reduce_last}
+
+
+@register
+class ExplicitMaskContextPooling(ContextAttentionPooling):
+    """`ContextAttentionPooling` whose output carries no Keras mask.
+
+    The text models pass every mask explicitly (from `TokenMask`). Keras 3 calls
+    `compute_mask` on symbolic tensors while a functional model is built, where
+    `ContextAttentionPooling.compute_mask` (TensorFlow ops) cannot run on a 4D mask;
+    this subclass returns no mask instead. Same arguments and outputs otherwise.
+
+    Example:
+
+    >>> import numpy as np
+    >>> ExplicitMaskContextPooling(units=4)(np.ones((2, 3, 5, 8), "float32")).shape
+    TensorShape([2, 3, 8])
+    """
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+@register
+class PerSentence(Layer):
+    """Applies a sequence layer to every sentence of `(batch, sentences, words, dim)`.
+
+    Folds the sentence axis into the batch, calls `layer` on
+    `(batch·sentences, words, dim)` with the matching word mask, and unfolds the
+    result. Unlike `TimeDistributed` it always passes the mask on, in both Keras
+    generations.
+
+    Args:
+        layer: a Keras layer taking `(batch, words, dim)` and a `mask`, such as
+            `Bidirectional(GRU(..., return_sequences=True))`.
+
+    Call arguments:
+        inputs: `(batch, sentences, words, dim)`.
+        mask: optional boolean `(batch, sentences, words)`, True at real words.
+        training: bool, passed to `layer`.
+
+    Returns:
+        `(batch, sentences, words, out_dim)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.backend import keras
+    >>> gru = keras.layers.GRU(4, return_sequences=True)
+    >>> PerSentence(gru)(np.ones((2, 3, 5, 8), "float32")).shape
+    TensorShape([2, 3, 5, 4])
+    """
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(layer, dict):
+            layer = keras.layers.deserialize(layer)
+        self.layer = layer
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        shape = list(inputs_shape)
+        if len(shape) != 4 or shape[-1] is None:
+            raise ValueError(
+                "`inputs` must have shape (batch, sentences, words, dim) with a known "
+                f"dim. Received: inputs.shape={tuple(shape)}"
+            )
+        if not self.layer.built:
+            self.layer.build((None, shape[2], shape[3]))
+        self.built = True
+
+    def call(self, inputs, mask=None, training=None):
+        shape = tf.shape(inputs)
+        words, dim = inputs.shape[2], inputs.shape[3]
+        flat = tf.reshape(inputs, [-1, shape[2], dim])
+        if words is not None:
+            flat = tf.ensure_shape(flat, [None, words, dim])
+        flat_mask = None
+        if mask is not None:
+            flat_mask = tf.reshape(_as_bool(mask), [-1, shape[2]])
+        out = self.layer(flat, mask=flat_mask, training=training)
+        # (batch, sentences, words, out_dim)
+        return tf.reshape(out, tf.concat([shape[:3], tf.shape(out)[2:]], axis=0))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def get_config(self):
+        return {**super().get_config(), "layer": keras.layers.serialize(self.layer)}
+
+
+@register
+class CandidateSum(Layer):
+    """Sums per-position document scores over each candidate word's occurrences.
+
+    `P(c) = Σ_{i : document[i] = c} s_i`, the attention-sum step of the AoA reader
+    (Cui et al. 2017). Padding candidates (id 0) get 0.
+
+    Call arguments:
+        scores: `(batch, doc_len)` float scores (e.g. `AttentionOverAttention`'s).
+        document_ids: int `(batch, doc_len)`.
+        candidate_ids: int `(batch, candidates)`.
+
+    Returns:
+        `(batch, candidates)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> s = np.array([[0.1, 0.2, 0.3, 0.4]], "float32")
+    >>> CandidateSum()(s, np.array([[5, 6, 5, 7]]), np.array([[5, 7, 0]])).numpy()
+    array([[0.4, 0.4, 0. ]], dtype=float32)
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+    def build(self, scores_shape, document_ids_shape, candidate_ids_shape):
+        self.built = True
+
+    def call(self, scores, document_ids, candidate_ids):
+        scores = self.cast_inputs(scores)
+        document_ids = tf.cast(document_ids, tf.int32)
+        candidate_ids = tf.cast(candidate_ids, tf.int32)
+        # (batch, candidates, doc_len): where each candidate occurs.
+        hits = tf.equal(candidate_ids[:, :, tf.newaxis], document_ids[:, tf.newaxis])
+        hits &= tf.not_equal(candidate_ids, 0)[:, :, tf.newaxis]
+        return tf.einsum("bcd,bd->bc", tf.cast(hits, scores.dtype), scores)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, scores, document_ids, candidate_ids):
+        return keras.KerasTensor(
+            (scores.shape[0], candidate_ids.shape[1]), self.compute_dtype
+        )

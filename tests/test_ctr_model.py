@@ -1,0 +1,218 @@
+"""build_ctr_model: MMoE/PLE/shared bottom, AutoInt, DIN, on raw feature inputs."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from keras_attn.backend import keras, tf
+from keras_attn.features import (
+    CategoricalFeature,
+    NumericFeature,
+    SequenceFeature,
+    infer_features,
+    to_dataset,
+)
+from keras_attn.models import Task, build_ctr_model, compile_ctr_model
+from keras_attn.models.ctr import fit_ctr_model, gate_weights_model, split_ctr_model
+
+TINY = dict(
+    embedding_dim=4, num_experts=2, expert_units=(8,), tower_units=(4,), att_dim=4
+)
+
+
+def _synthetic(n=256, seed=0):
+    """click depends on the city, buy on the age: both learnable from one field."""
+    rng = np.random.default_rng(seed)
+    city = rng.choice(["a", "b", "c", "d"], size=n)
+    age = rng.normal(40, 10, size=n)
+    age[rng.random(n) < 0.1] = np.nan
+    return pd.DataFrame(
+        {
+            "city": city,
+            "age": age,
+            "click": np.isin(city, ["a", "b"]).astype(int),
+            "buy": (np.nan_to_num(age, nan=40.0) > 40).astype(int),
+        }
+    )
+
+
+def _rows():
+    return {
+        "city": tf.constant(["a", "zzz-unseen", "c"]),
+        "age": tf.constant([30.0, np.nan, 55.0]),
+    }
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(gate="softmax"),
+        dict(gate="attention"),
+        dict(multitask="ple", num_levels=1, num_shared_experts=1, num_task_experts=1),
+        dict(multitask="shared_bottom", bottom_units=(8,)),
+        dict(interacting_layers=2, num_heads=2),
+    ],
+    ids=["mmoe_softmax", "mmoe_attention", "ple", "shared_bottom", "autoint"],
+)
+def test_outputs_keyed_by_task_and_finite_on_bad_rows(kwargs):
+    df = _synthetic(32)
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(specs, ["click", "buy"], **TINY, **kwargs)
+    assert sorted(t.name.split(":")[0] for t in model.inputs) == ["age", "city"]
+    out = model(_rows())
+    assert sorted(out) == ["buy", "click"]
+    for v in out.values():
+        v = v.numpy()
+        assert v.shape == (3, 1)
+        assert np.isfinite(v).all() and ((v > 0) & (v < 1)).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gate", ["softmax", "attention"])
+def test_mmoe_learns_both_tasks(gate):
+    df = _synthetic(512)
+    specs = infer_features(df, labels=["click", "buy"])
+    tasks = [Task("click"), Task("buy", loss_weight=2.0)]
+    model = build_ctr_model(specs, tasks, **TINY, gate=gate)
+    compile_ctr_model(model, tasks, learning_rate=0.02)
+    ds = to_dataset(df, specs, tasks, batch_size=64, shuffle=True, seed=0)
+    model.fit(ds, epochs=15, verbose=0)
+    logs = model.evaluate(
+        to_dataset(df, specs, tasks, 256), return_dict=True, verbose=0
+    )
+    assert logs["click_auc"] > 0.95, logs
+    assert logs["buy_auc"] > 0.9, logs
+
+
+def test_gate_weights_model_gives_distributions_over_experts():
+    df = _synthetic(16)
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(specs, ["click", "buy"], **TINY, gate="attention")
+    gates = gate_weights_model(model)(_rows())
+    assert sorted(gates) == ["buy", "click"]
+    for g in gates.values():
+        assert g.shape == (3, 2)
+        np.testing.assert_allclose(g.numpy().sum(axis=1), 1.0, atol=1e-5)
+    shared = build_ctr_model(specs, ["click"], **TINY)
+    with pytest.raises(ValueError, match="no MMoE or PLE layer"):
+        gate_weights_model(shared)
+
+
+def _din_specs():
+    return [
+        CategoricalFeature("item", vocabulary=["i1", "i2", "i3", "i4"]),
+        CategoricalFeature("user", vocabulary=["u1", "u2"]),
+        NumericFeature("price", mean=1.0, std=1.0),
+        SequenceFeature("hist_item", shares="item", max_len=3),
+    ]
+
+
+def _din_rows(hist):
+    n = len(hist)
+    return {
+        "item": tf.constant(["i1", "i2", "nope"][:n]),
+        "user": tf.constant(["u1", "u2", "u1"][:n]),
+        "price": tf.constant([1.0, np.nan, 3.0][:n]),
+        "hist_item": tf.constant(hist),
+    }
+
+
+def test_din_single_task_shares_the_item_table():
+    model = build_ctr_model(
+        _din_specs(),
+        ["click"],
+        embedding_dim=4,
+        bottom_units=(8,),
+        tower_units=(),
+        din_hidden_units=(8,),
+    )
+    assert model.get_layer("hist_item_din_pooling") is not None
+    table = model.get_layer("item_embedding")
+    assert table.input_dim == 5  # 4 items + 1 OOV bucket, for candidate and history
+    out = model(_din_rows(["i1|i2|i3|i4", "", "i9"]))["click"].numpy()
+    assert np.isfinite(out).all()  # an empty history pools to zeros, not NaN
+    # Truncation keeps the 3 most recent ids: an older id changes nothing.
+    a = model(_din_rows(["i4|i2|i3|i1"]))["click"].numpy()
+    b = model(_din_rows(["i1|i2|i3|i1"]))["click"].numpy()
+    c = model(_din_rows(["i2|i3|i1"]))["click"].numpy()
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(a, c, atol=1e-6)
+    # A different recent history does change the prediction.
+    d = model(_din_rows(["i4|i4|i4"]))["click"].numpy()
+    assert not np.allclose(a, d)
+
+
+@pytest.mark.slow
+def test_keras_save_and_reload_gives_the_same_outputs(tmp_path):
+    df = _synthetic(32)
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(specs, ["click", "buy"], **TINY, gate="attention")
+    path = os.path.join(tmp_path, "ctr.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    for name, value in model(_rows()).items():
+        np.testing.assert_allclose(reloaded(_rows())[name].numpy(), value.numpy())
+
+
+def test_builder_validation():
+    df = _synthetic(16)
+    specs = infer_features(df, labels=["click", "buy"])
+    with pytest.raises(ValueError, match="`multitask` must be one of"):
+        build_ctr_model(specs, ["click", "buy"], multitask="moe")
+    with pytest.raises(ValueError, match="'age' is not fitted"):
+        build_ctr_model([NumericFeature("age")], ["click"])
+    with pytest.raises(ValueError, match="also feature names"):
+        build_ctr_model(specs, ["city"])
+    with pytest.raises(ValueError, match="unique"):
+        build_ctr_model(specs, ["click", "click"])
+    with pytest.raises(ValueError, match="Python identifier"):
+        Task("my task")
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        Task("t", kind="multiclass")
+    bad_seq = [*specs, SequenceFeature("hist", shares="age", max_len=2)]
+    with pytest.raises(ValueError, match="shares 'age', which is not a categorical"):
+        build_ctr_model(bad_seq, ["click"])
+    model = build_ctr_model(specs, ["click"], **TINY)
+    with pytest.raises(ValueError, match=r"Tasks \['buy'\] are not outputs"):
+        compile_ctr_model(model, ["buy"])
+
+
+def test_compile_wires_loss_weights_and_auc():
+    df = _synthetic(64)
+    specs = infer_features(df, labels=["click", "buy"])
+    tasks = [Task("click", loss_weight=0.0), Task("buy")]
+    model = build_ctr_model(specs, tasks, **TINY)
+    compile_ctr_model(model, tasks, learning_rate=0.01)
+    logs = model.evaluate(to_dataset(df, specs, tasks, 64), return_dict=True, verbose=0)
+    assert {"click_auc", "buy_auc"} <= set(logs)
+    # With weight 0 on click the total is the buy loss alone.
+    assert logs["loss"] == pytest.approx(logs["buy_loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize("gate", ["softmax", "attention"])
+def test_fit_ctr_model_core_matches_raw_model_and_trains(gate):
+    df = _synthetic(256)
+    specs = infer_features(df, labels=["click", "buy"])
+    tasks = [Task("click"), Task("buy")]
+    model = build_ctr_model(specs, tasks, **TINY, gate=gate)
+    preprocess, core = split_ctr_model(model)
+    batch = next(iter(to_dataset(df, specs, batch_size=64)))
+    raw = model(batch)
+    split = core(preprocess(batch))
+    for name in raw:
+        np.testing.assert_allclose(split[name].numpy(), raw[name].numpy(), atol=1e-6)
+    before = model(_rows())["click"].numpy()
+    ds = to_dataset(df, specs, tasks, batch_size=64, shuffle=True, seed=0)
+    history = fit_ctr_model(
+        model, tasks, ds, epochs=3, learning_rate=0.02, steps_per_execution=2, verbose=0
+    )
+    losses = history.history["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0], losses
+    # Training the core trained the raw-input model: same layers, same weights.
+    after = model(_rows())
+    assert not np.allclose(after["click"].numpy(), before)
+    again = core(preprocess(batch))
+    for name, value in model(batch).items():
+        np.testing.assert_allclose(again[name].numpy(), value.numpy(), atol=1e-6)

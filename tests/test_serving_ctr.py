@@ -1,0 +1,158 @@
+"""Export of a CTR model for TF Serving, reloaded in a TensorFlow-only process."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from keras_attn.backend import tf
+from keras_attn.datasets import census_features, census_tasks, load_census_sample
+from keras_attn.features import features_from_json, to_dataset
+from keras_attn.models import build_ctr_model, compile_ctr_model
+from keras_attn.serving import export, latest_version, read_features_json
+
+# Runs in a fresh interpreter: TensorFlow alone serves the raw rows.
+_SERVE = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+def _keras():
+    return {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
+baseline = _keras()
+export_dir, rows_path, out_path = sys.argv[1:4]
+serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+with np.load(rows_path) as data:
+    feeds = {k: tf.constant(data[k]) for k in data.files}
+outputs = serve(**feeds)
+np.savez(out_path, **{k: v.numpy() for k, v in outputs.items()})
+ours = [m for m in sys.modules if m.split(".")[0] == "keras_attn"]
+extra = sorted(_keras() - baseline) + ours
+print(json.dumps({"forbidden": extra[:5], "outputs": sorted(outputs)}))
+"""
+
+
+def _raw_rows(df):
+    """Three raw rows: as they come, one with an unseen category, one missing number."""
+    rows = df.iloc[:3].copy()
+    rows.loc[rows.index[1], "education"] = "Doctorate from Mars"
+    rows.loc[rows.index[1], "country_self"] = "Atlantis"
+    rows.loc[rows.index[2], "age"] = np.nan
+    rows.loc[rows.index[2], "weeks_worked"] = np.nan
+    return rows
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    df = load_census_sample().iloc[:800]
+    specs = census_features(df)
+    tasks = census_tasks()
+    model = build_ctr_model(
+        specs,
+        tasks,
+        embedding_dim=4,
+        num_experts=2,
+        expert_units=(8,),
+        tower_units=(4,),
+        gate="attention",
+    )
+    compile_ctr_model(model, tasks, learning_rate=0.01)
+    model.fit(to_dataset(df, specs, tasks, batch_size=200), epochs=1, verbose=0)
+    return model, specs, df
+
+
+@pytest.mark.slow
+def test_export_serves_raw_rows_in_a_tensorflow_only_process(trained, tmp_path):
+    model, specs, df = trained
+    path = export(model, tmp_path / "census_mmoe", version=1, features=specs)
+    assert path == tmp_path / "census_mmoe" / "1"
+    assert (path / "saved_model.pb").exists() and (path / "variables").is_dir()
+    assert features_from_json(read_features_json(path)) == specs
+
+    rows = _raw_rows(df)
+    batch = next(iter(to_dataset(rows, specs, batch_size=3)))
+    expected = {k: v.numpy() for k, v in model(batch).items()}
+    feeds = {k: v.numpy() for k, v in batch.items()}
+    assert np.isnan(feeds["age"][2])
+    for v in expected.values():
+        assert np.isfinite(v).all()
+
+    rows_path, out_path = tmp_path / "rows.npz", tmp_path / "out.npz"
+    np.savez(
+        rows_path,
+        **{k: v.astype(str) if v.dtype == object else v for k, v in feeds.items()},
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    proc = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(path), str(rows_path), str(out_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,  # keeps the checkout off sys.path
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report == {"forbidden": [], "outputs": ["income", "marital"]}
+    with np.load(out_path) as served:
+        for name, value in expected.items():
+            np.testing.assert_allclose(served[name], value, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_saved_model_cli_lists_the_named_signature(trained, tmp_path):
+    model, specs, _ = trained
+    path = export(model, tmp_path / "m")
+    cli = Path(sys.executable).with_name("saved_model_cli")
+    if not cli.exists():
+        pytest.skip("saved_model_cli is not installed beside this Python")
+    proc = subprocess.run(
+        [str(cli), "show", "--dir", str(path), "--all"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout
+    assert "signature_def['serving_default']" in text
+    for spec in specs:
+        assert f"inputs['{spec.name}']" in text
+    assert "outputs['income']" in text and "outputs['marital']" in text
+    assert "DT_STRING" in text and "DT_FLOAT" in text
+
+
+@pytest.mark.slow
+def test_versions_count_up_and_never_overwrite_silently(trained, tmp_path):
+    model, _, _ = trained
+    base = tmp_path / "m"
+    assert latest_version(base) is None
+    assert export(model, base).name == "1"
+    assert export(model, base).name == "2"
+    assert latest_version(base) == 2
+    with pytest.raises(ValueError, match="already exists"):
+        export(model, base, version=2)
+    assert export(model, base, version=2, overwrite=True).name == "2"
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no temp left
+    with pytest.raises(ValueError, match="`version` must be a non-negative"):
+        export(model, base, version=-1)
+
+
+def test_export_of_the_raw_inputs_keeps_their_dtypes(tmp_path):
+    df = pd.DataFrame({"c": ["a", "b"], "x": [1.0, 2.0], "y": [0, 1]})
+    from keras_attn.features import infer_features
+
+    specs = infer_features(df, labels=["y"])
+    model = build_ctr_model(
+        specs, ["y"], embedding_dim=2, bottom_units=(2,), tower_units=()
+    )
+    path = export(model, tmp_path / "tiny", version=7)
+    fn = tf.saved_model.load(str(path)).signatures["serving_default"]
+    args = fn.structured_input_signature[1]
+    assert {k: v.dtype for k, v in args.items()} == {"c": tf.string, "x": tf.float32}
+    out = fn(c=tf.constant(["a", "never"]), x=tf.constant([1.0, np.nan]))
+    assert list(out) == ["y"] and np.isfinite(out["y"].numpy()).all()

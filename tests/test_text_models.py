@@ -1,0 +1,162 @@
+"""HAN and Transformer document classifiers (keras_attn.models.text)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from keras_attn.backend import keras, tf
+from keras_attn.models.text import (
+    build_han_classifier,
+    build_transformer_classifier,
+    compile_text_classifier,
+    han_attention_model,
+)
+
+SMALL_HAN = {"embedding_dim": 8, "units": 4, "attention_units": 6}
+SMALL_TRANSFORMER = {"hidden_dim": 8, "num_heads": 2, "intermediate_dim": 16}
+
+
+def _ids(shape, seed=0, vocab=30):
+    ids = np.random.default_rng(seed).integers(1, vocab, size=shape).astype("int32")
+    return ids
+
+
+@pytest.mark.parametrize("word_encoder", ["gru", "transformer"])
+def test_han_outputs_and_padding_invariance(word_encoder):
+    model = build_han_classifier(30, 3, word_encoder=word_encoder, **SMALL_HAN)
+    ids = _ids((2, 3, 4))
+    ids[0, 2] = 0  # an empty sentence
+    ids[1, 1, 2:] = 0  # a short one
+    out = model(ids)
+    assert set(out) == {"probabilities", "label"}
+    probs = out["probabilities"].numpy()
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(out["label"].numpy(), probs.argmax(-1))
+    # More padding (words and sentences) changes nothing: the masks are honoured.
+    padded = np.zeros((2, 5, 7), "int32")
+    padded[:, :3, :4] = ids
+    np.testing.assert_allclose(model(padded)["probabilities"], probs, atol=1e-5)
+
+
+def test_han_attention_weights():
+    model = build_han_classifier(30, 2, **SMALL_HAN)
+    ids = _ids((2, 3, 4))
+    ids[0, 1] = 0
+    ids[1, 0, 1:] = 0
+    out = han_attention_model(model)(ids)
+    words, sentences = out["word_attention"].numpy(), out["sentence_attention"].numpy()
+    assert words.shape == (2, 3, 4) and sentences.shape == (2, 3)
+    np.testing.assert_allclose(words.sum(-1), [[1, 0, 1], [1, 1, 1]], atol=1e-5)
+    assert words[1, 0, 1:].max() == 0.0
+    np.testing.assert_allclose(sentences.sum(-1), 1.0, atol=1e-5)
+    assert sentences[0, 1] == 0.0
+    np.testing.assert_allclose(
+        out["probabilities"], model(ids)["probabilities"], atol=1e-6
+    )
+
+
+@pytest.mark.slow
+def test_han_trains_and_reloads(tmp_path):
+    model = compile_text_classifier(
+        build_han_classifier(30, 2, dropout=0.0, embedding_dropout=0.0, **SMALL_HAN),
+        learning_rate=1e-2,
+    )
+    x = _ids((16, 2, 3))
+    y = (x[:, 0, 0] > 15).astype("int32")
+    ds = tf.data.Dataset.from_tensor_slices((x, {"probabilities": y, "label": y}))
+    history = model.fit(ds.batch(8), epochs=8, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+    path = os.path.join(tmp_path, "han.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(
+        reloaded(x)["probabilities"], model(x)["probabilities"], atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean", "attention", "layer_mean"])
+def test_transformer_poolings(pooling):
+    model = build_transformer_classifier(
+        30, 2, sequence_length=6, pooling=pooling, **SMALL_TRANSFORMER
+    )
+    ids = _ids((3, 6))
+    ids[:, 4:] = 0
+    out = model(ids)
+    assert out["probabilities"].shape == (3, 2)
+    np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "attention"])
+def test_transformer_padding_length_invariance(pooling):
+    # Sinusoidal positions have no table: the same weights serve any length.
+    short = build_transformer_classifier(
+        30, 2, sequence_length=5, pooling=pooling, **SMALL_TRANSFORMER
+    )
+    long = build_transformer_classifier(
+        30, 2, sequence_length=9, pooling=pooling, **SMALL_TRANSFORMER
+    )
+    long.set_weights(short.get_weights())
+    ids = _ids((2, 5))
+    ids[1, 3:] = 0
+    padded = np.zeros((2, 9), "int32")
+    padded[:, :5] = ids
+    np.testing.assert_allclose(
+        long(padded)["probabilities"], short(ids)["probabilities"], atol=1e-5
+    )
+
+
+def test_transformer_sharing_and_factorized_embedding():
+    kwargs = dict(SMALL_TRANSFORMER, num_layers=3, positions="learned")
+    unshared = build_transformer_classifier(100, 2, sequence_length=6, **kwargs)
+    shared = build_transformer_classifier(
+        100, 2, sequence_length=6, share_layers=True, **kwargs
+    )
+    block = unshared.get_layer("transformer_layer_0").count_params()
+    assert unshared.count_params() - shared.count_params() == 2 * block
+    factorized = build_transformer_classifier(
+        100, 2, sequence_length=6, embedding_dim=4, **kwargs
+    )
+    plain_table = 100 * 8
+    factor_table = 100 * 4 + 4 * 8 + 8
+    assert unshared.count_params() - factorized.count_params() == (
+        plain_table - factor_table
+    )
+    assert factorized(_ids((2, 6)))["probabilities"].shape == (2, 2)
+
+
+@pytest.mark.slow
+def test_transformer_trains_and_reloads(tmp_path):
+    model = compile_text_classifier(
+        build_transformer_classifier(
+            30, 2, sequence_length=4, dropout=0.0, **SMALL_TRANSFORMER
+        ),
+        learning_rate=1e-2,
+    )
+    x = _ids((16, 4))
+    y = (x[:, 0] > 15).astype("int32")
+    ds = tf.data.Dataset.from_tensor_slices((x, {"probabilities": y, "label": y}))
+    losses = model.fit(ds.batch(8), epochs=8, verbose=0).history["loss"]
+    assert losses[-1] < losses[0]
+    path = os.path.join(tmp_path, "transformer.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(
+        reloaded(x)["probabilities"], model(x)["probabilities"], atol=1e-6
+    )
+
+
+def test_validation_errors():
+    with pytest.raises(ValueError, match="word_encoder"):
+        build_han_classifier(10, 2, word_encoder="lstm")
+    with pytest.raises(ValueError, match="num_classes"):
+        build_han_classifier(10, 1)
+    with pytest.raises(ValueError, match="class_names"):
+        build_han_classifier(10, 2, class_names=["a"])
+    with pytest.raises(ValueError, match="pooling"):
+        build_transformer_classifier(10, 2, 4, pooling="sum")
+    with pytest.raises(ValueError, match="num_heads"):
+        build_transformer_classifier(10, 2, 4, hidden_dim=10, num_heads=4)
+    with pytest.raises(ValueError, match="dropout"):
+        build_transformer_classifier(10, 2, 4, dropout=1.5)
