@@ -15,7 +15,7 @@ from keras_attn.features import (
     to_dataset,
 )
 from keras_attn.models import Task, build_ctr_model, compile_ctr_model
-from keras_attn.models.ctr import fit_ctr_model, gate_weights_model, split_ctr_model
+from keras_attn.models.ctr import gate_weights_model
 
 TINY = dict(
     embedding_dim=4, num_experts=2, expert_units=(8,), tower_units=(4,), att_dim=4
@@ -189,30 +189,3 @@ def test_compile_wires_loss_weights_and_auc():
     assert {"click_auc", "buy_auc"} <= set(logs)
     # With weight 0 on click the total is the buy loss alone.
     assert logs["loss"] == pytest.approx(logs["buy_loss"], rel=1e-4)
-
-
-@pytest.mark.parametrize("gate", ["softmax", "attention"])
-def test_fit_ctr_model_core_matches_raw_model_and_trains(gate):
-    df = _synthetic(256)
-    specs = infer_features(df, labels=["click", "buy"])
-    tasks = [Task("click"), Task("buy")]
-    model = build_ctr_model(specs, tasks, **TINY, gate=gate)
-    preprocess, core = split_ctr_model(model)
-    batch = next(iter(to_dataset(df, specs, batch_size=64)))
-    raw = model(batch)
-    split = core(preprocess(batch))
-    for name in raw:
-        np.testing.assert_allclose(split[name].numpy(), raw[name].numpy(), atol=1e-6)
-    before = model(_rows())["click"].numpy()
-    ds = to_dataset(df, specs, tasks, batch_size=64, shuffle=True, seed=0)
-    history = fit_ctr_model(
-        model, tasks, ds, epochs=3, learning_rate=0.02, steps_per_execution=2, verbose=0
-    )
-    losses = history.history["loss"]
-    assert np.isfinite(losses).all() and losses[-1] < losses[0], losses
-    # Training the core trained the raw-input model: same layers, same weights.
-    after = model(_rows())
-    assert not np.allclose(after["click"].numpy(), before)
-    again = core(preprocess(batch))
-    for name, value in model(batch).items():
-        np.testing.assert_allclose(again[name].numpy(), value.numpy(), atol=1e-6)

@@ -6,10 +6,6 @@ columns (strings for categories, floats for numbers, joined id strings for
 histories) and whose outputs are a dict keyed by task name. The preprocessing
 (lookup, hashing, standardization) is inside, so the exported model serves raw
 rows. `compile_ctr_model` wires each task's loss, loss weight and metrics.
-`fit_ctr_model` trains faster: it runs the preprocessing in `tf.data` with the
-model's own layers and trains the rest of the model (the same layers and weights,
-numeric ops only, so XLA can compile it on request); the model itself, for
-prediction and export, still takes raw values.
 """
 
 from __future__ import annotations
@@ -17,10 +13,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.backend import KERAS_3, keras
 from keras_attn.features.preprocessing import (
-    NumericPreprocessing,
-    SequenceSplit,
     StackColumns,
     build_preprocessing,
     raw_input_spec,
@@ -38,9 +32,7 @@ __all__ = [
     "Task",
     "build_ctr_model",
     "compile_ctr_model",
-    "fit_ctr_model",
     "gate_weights_model",
-    "split_ctr_model",
 ]
 
 #: How the tasks share the bottom of the model.
@@ -422,134 +414,3 @@ def gate_weights_model(model):
     else:
         gates = output[1]  # tf_keras keeps the nested structure
     return keras.Model(model.inputs, gates, name=f"{model.name}_gates")
-
-
-def _preprocessing_layer_types():
-    return (
-        keras.layers.InputLayer,
-        keras.layers.StringLookup,
-        keras.layers.IntegerLookup,
-        keras.layers.Hashing,
-        NumericPreprocessing,
-        SequenceSplit,
-        StackColumns,
-    )
-
-
-def _node_inputs(node):
-    return tf.nest.flatten(node.input_tensors if KERAS_3 else node.keras_inputs)
-
-
-def split_ctr_model(model):
-    """Splits a CTR model at the end of its preprocessing.
-
-    Args:
-        model: a model from `build_ctr_model` (raw inputs).
-
-    Returns:
-        `(preprocess, core)`: `preprocess` maps the raw input dict to a list of
-        tensors (ids, standardized numbers, masks), `core` maps that list to the
-        outputs. Both share the model's layers and weights, so training `core`
-        trains `model`. `preprocess` holds the lookups (string ops that XLA cannot
-        compile); `core` holds only numeric ops, which XLA can compile.
-    """
-    prep_types = _preprocessing_layer_types()
-    boundary, seen = [], set()
-
-    def visit(tensor):
-        # Walk back from the outputs through the model's own nodes (a layer may
-        # hold other nodes, from other models built on it).
-        if id(tensor) in seen:
-            return
-        seen.add(id(tensor))
-        layer, node_index = tensor._keras_history[:2]
-        if isinstance(layer, keras.layers.InputLayer):
-            raise ValueError(
-                f"A layer of model {model.name!r} reads the raw input "
-                f"{layer.name!r}: the model cannot be split"
-            )
-        if isinstance(layer, prep_types):
-            boundary.append(tensor)
-            return
-        for parent in _node_inputs(layer._inbound_nodes[node_index]):
-            visit(parent)
-
-    for output in model.outputs:
-        visit(output)
-    raw = {t._keras_history[0].name: t for t in model.inputs}
-    outputs = dict(zip(model.output_names, model.outputs))
-    preprocess = keras.Model(raw, boundary, name=f"{model.name}_preprocess")
-    core = keras.Model(boundary, outputs, name=f"{model.name}_core")
-    return preprocess, core
-
-
-def fit_ctr_model(
-    model,
-    tasks: Sequence[Task | str],
-    dataset,
-    epochs: int = 1,
-    validation_data=None,
-    optimizer="adam",
-    learning_rate: float | None = None,
-    jit_compile: bool = False,
-    steps_per_execution: int = 1,
-    cache: bool = False,
-    **fit_kwargs,
-):
-    """Trains a CTR model with its preprocessing in `tf.data`, off the training step.
-
-    The lookups (StringLookup, Hashing, ...) run in `dataset.map` with the model's
-    own layers, in parallel with training; the rest of the model (the same layers
-    and weights, see `split_ctr_model`) trains on the preprocessed tensors, and can
-    be compiled with XLA (`jit_compile=True`). The model keeps its raw inputs:
-    predict and export it as usual.
-
-    Args:
-        model: a model from `build_ctr_model`.
-        tasks: the model's tasks (losses, weights and metrics, as in
-            `compile_ctr_model`).
-        dataset: `tf.data.Dataset` of `(raw features, labels)` batches, e.g. from
-            `to_dataset`.
-        epochs: int. Defaults to 1.
-        validation_data: optional dataset like `dataset`.
-        optimizer: a Keras optimizer or its name. Defaults to "adam".
-        learning_rate: float. Sets the optimizer's learning rate when given.
-        jit_compile: bool. Compile the training step with XLA. Defaults to False:
-            on the census benchmark's CPU, XLA took about 50 s to compile and
-            recompiled in later epochs, slower overall than plain graph mode.
-        steps_per_execution: int. Training steps per compiled call. Defaults to 1.
-        cache: bool. Keep the preprocessed batches in memory after the first epoch
-            (the batches, and their order, then repeat in every epoch). Defaults
-            to False.
-        **fit_kwargs: passed to `fit` (e.g. `callbacks`, `verbose`).
-
-    Returns:
-        The `History` of the training.
-    """
-    preprocess, core = split_ctr_model(model)
-    compile_ctr_model(
-        core,
-        tasks,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        jit_compile=jit_compile,
-        steps_per_execution=steps_per_execution,
-    )
-
-    def prepare(ds):
-        def apply(x, y):
-            return tuple(preprocess(x, training=False)), y
-
-        ds = ds.map(apply, num_parallel_calls=tf.data.AUTOTUNE)
-        if cache:
-            ds = ds.cache()
-        return ds.prefetch(tf.data.AUTOTUNE)
-
-    if validation_data is not None:
-        validation_data = prepare(validation_data)
-    return core.fit(
-        prepare(dataset),
-        epochs=epochs,
-        validation_data=validation_data,
-        **fit_kwargs,
-    )

@@ -16,7 +16,6 @@ from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEnco
 from keras_attn.layers.transformer import TransformerEncoderBlock
 from keras_attn.text.layers import (
     CandidateSum,
-    ExplicitMaskContextPooling,
     PerSentence,
     PredictedLabel,
     SequencePooling,
@@ -202,13 +201,13 @@ def build_han_classifier(
         "embedding_dropout": keras.layers.Dropout(
             embedding_dropout, name="embedding_dropout"
         ),
-        "word_attention": ExplicitMaskContextPooling(
+        "word_attention": ContextAttentionPooling(
             attention_units, name="word_attention"
         ),
         "sentence_encoder": keras.layers.Bidirectional(
             keras.layers.GRU(units, return_sequences=True), name="sentence_encoder"
         ),
-        "sentence_attention": ExplicitMaskContextPooling(
+        "sentence_attention": ContextAttentionPooling(
             attention_units, name="sentence_attention"
         ),
         "document_dropout": keras.layers.Dropout(dropout, name="document_dropout"),

@@ -7,12 +7,11 @@ models rather than attention ideas of their own.
 from __future__ import annotations
 
 from keras_attn.backend import Layer, keras, register, tf
-from keras_attn.layers.attention import ContextAttentionPooling, _as_bool
+from keras_attn.layers.attention import _as_bool
 
 __all__ = [
     "POOLINGS",
     "CandidateSum",
-    "ExplicitMaskContextPooling",
     "PerSentence",
     "PredictedLabel",
     "SequencePooling",
@@ -179,26 +178,6 @@ class TokenMask(Layer):
 
     def get_config(self):
         return {**super().get_config(), "reduce_last": self.reduce_last}
-
-
-@register
-class ExplicitMaskContextPooling(ContextAttentionPooling):
-    """`ContextAttentionPooling` whose output carries no Keras mask.
-
-    The text models pass every mask explicitly (from `TokenMask`). Keras 3 calls
-    `compute_mask` on symbolic tensors while a functional model is built, where
-    `ContextAttentionPooling.compute_mask` (TensorFlow ops) cannot run on a 4D mask;
-    this subclass returns no mask instead. Same arguments and outputs otherwise.
-
-    Example:
-
-    >>> import numpy as np
-    >>> ExplicitMaskContextPooling(units=4)(np.ones((2, 3, 5, 8), "float32")).shape
-    TensorShape([2, 3, 8])
-    """
-
-    def compute_mask(self, inputs, mask=None):
-        return None
 
 
 @register
