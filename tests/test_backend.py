@@ -19,11 +19,16 @@ class _GuardedSocket(socket.socket):
     connect = connect_ex = sendto = _no_network
 socket.socket = _GuardedSocket
 socket.getaddrinfo = socket.create_connection = _no_network
+# TensorFlow sets a few variables of its own on import (TF2_BEHAVIOR, KMP_*, ...):
+# import it first, so the comparison sees what keras_attn does.
+import tensorflow
 before = dict(os.environ)
 import keras_attn, keras_attn.layers
 from keras_attn.backend import KERAS_3, keras
 import tensorflow as tf
-assert dict(os.environ) == before, "importing keras_attn changed the environment"
+after = dict(os.environ)
+changed = sorted(k for k in {*before, *after} if before.get(k) != after.get(k))
+assert not changed, f"importing keras_attn changed the environment: {changed}"
 print("KERAS_3" if KERAS_3 else "LEGACY", keras.__name__, tf.keras.__name__, sep="|")
 """
 
