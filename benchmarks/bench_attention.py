@@ -93,7 +93,8 @@ def main() -> None:
 
     name = "bench_attention" + ("" if KERAS_3 else " (tf_keras)")
     prefix = "" if KERAS_3 else "TF_USE_LEGACY_KERAS=1 "
-    write_section(name, body, f"{prefix}python -m benchmarks.bench_attention")
+    command = f"{prefix}python -m benchmarks.bench_attention --repeats {args.repeats}"
+    write_section(name, body, command)
 
 
 if __name__ == "__main__":
