@@ -101,6 +101,18 @@ def _han_apply(get, ids, word_encoder):
     return get("probabilities")(document), word_weights, sentence_weights
 
 
+def _check_num_classes(num_classes) -> None:
+    if (
+        isinstance(num_classes, bool)
+        or not isinstance(num_classes, int)
+        or num_classes < 2
+    ):
+        raise ValueError(
+            "`num_classes` must be an integer >= 2. "
+            f"Received: num_classes={num_classes!r}"
+        )
+
+
 def build_han_classifier(
     vocabulary_size: int,
     num_classes: int,
@@ -165,15 +177,7 @@ def build_han_classifier(
     _positive("max_sentences", max_sentences, allow_none=True)
     _positive("max_words", max_words, allow_none=True)
     _positive("intermediate_dim", intermediate_dim, allow_none=True)
-    if (
-        isinstance(num_classes, bool)
-        or not isinstance(num_classes, int)
-        or num_classes < 2
-    ):
-        raise ValueError(
-            "`num_classes` must be an integer >= 2. "
-            f"Received: num_classes={num_classes!r}"
-        )
+    _check_num_classes(num_classes)
     _choice("word_encoder", word_encoder, WORD_ENCODERS)
     _rate("dropout", dropout)
     _rate("embedding_dropout", embedding_dropout)
@@ -327,15 +331,7 @@ def build_transformer_classifier(
     _positive("num_heads", num_heads)
     _positive("intermediate_dim", intermediate_dim, allow_none=True)
     _positive("embedding_dim", embedding_dim, allow_none=True)
-    if (
-        isinstance(num_classes, bool)
-        or not isinstance(num_classes, int)
-        or num_classes < 2
-    ):
-        raise ValueError(
-            "`num_classes` must be an integer >= 2. "
-            f"Received: num_classes={num_classes!r}"
-        )
+    _check_num_classes(num_classes)
     _choice("positions", positions, POSITIONS)
     _choice("pooling", pooling, TRANSFORMER_POOLINGS)
     _rate("dropout", dropout)
