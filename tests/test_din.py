@@ -243,3 +243,46 @@ def test_shape_errors():
         AttentionSequencePooling()(query[:, :3], keys)
     with pytest.raises(ValueError, match=r"mask.shape=\(4, 4\)"):
         AttentionSequencePooling(hidden_units=(4,))(query, keys, mask=mask[:, :4])
+
+
+def test_padding_is_skipped_in_training_statistics():
+    # With a mask, Dice's batch statistics come from the real items only: the
+    # first layer's pre-activations of real items, in NumPy, give its moving mean.
+    query, keys, mask = _data(batch=6)
+    unit = LocalActivationUnit(hidden_units=(5,), activation="dice")
+    unit(query, keys, mask=mask)
+    _randomize(unit)
+    dice = unit.dice_layers[0]
+    dice.momentum = 0.0  # the moving statistics become the last batch's
+    unit(query, keys, mask=mask, training=True)
+    q = np.broadcast_to(query[:, None], keys.shape)
+    h = np.concatenate([q, keys, q - keys, q * keys], axis=-1)
+    h = h @ np.asarray(unit.kernels[0]) + np.asarray(unit.biases[0])
+    np.testing.assert_allclose(
+        np.asarray(dice.moving_mean), h[mask].mean(0), rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.asarray(dice.moving_variance), h[mask].var(0), rtol=1e-4, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_padding_content_never_changes_the_output(training):
+    query, keys, mask = _data(batch=6)
+    pooling = AttentionSequencePooling(hidden_units=(8, 4))
+    pooling(query, keys, mask=mask)
+    _randomize(pooling)
+    noisy = np.where(mask[..., None], keys, 1e3 * np.ones_like(keys))
+    a = np.asarray(pooling(query, keys, mask=mask, training=training))
+    b = np.asarray(pooling(query, noisy, mask=mask, training=training))
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_all_padded_batch_keeps_moving_statistics_finite():
+    query, keys, mask = _data()
+    pooling = AttentionSequencePooling(hidden_units=(4,))
+    out = pooling(query, keys, mask=np.zeros_like(mask), training=True)
+    assert np.all(np.asarray(out) == 0)
+    dice = pooling.local_activation_unit.dice_layers[0]
+    np.testing.assert_array_equal(np.asarray(dice.moving_mean), 0.0)
+    np.testing.assert_array_equal(np.asarray(dice.moving_variance), 1.0)

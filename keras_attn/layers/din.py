@@ -89,8 +89,7 @@ class Dice(Layer):
                 f"`axis` must index a known dim of `inputs`. Received: "
                 f"axis={self.axis}, inputs.shape={tuple(input_shape)}"
             )
-        self._axis = self.axis % rank
-        channels = input_shape[self._axis]
+        channels = input_shape[self.axis % rank]
         self.alpha = self.add_weight(
             name="alpha",
             shape=(channels,),
@@ -112,21 +111,43 @@ class Dice(Layer):
 
     def _broadcast(self, v, rank):
         shape = [1] * rank
-        shape[self._axis] = -1
+        shape[self.axis % rank] = -1
         return tf.reshape(v, shape)
+
+    def _batch_moments(self, x, reduce_axes):
+        # Mean and variance over `reduce_axes`, and whether there was any element:
+        # an empty batch (e.g. no real history item at all) must not turn the
+        # moving statistics into NaN.
+        count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(x), reduce_axes)), x.dtype)
+        safe = tf.maximum(count, 1.0)
+        mean = tf.reduce_sum(x, reduce_axes) / safe
+        centered = x - self._broadcast(mean, len(x.shape))
+        variance = tf.reduce_sum(tf.square(centered), reduce_axes) / safe
+        return mean, variance, count > 0
 
     def call(self, inputs, training=None):
         inputs = self.cast_inputs(inputs)
         x = tf.cast(inputs, tf.float32)
+        # The channel axis is counted on this call's rank: the activation unit
+        # calls Dice on (batch, history, units) or on packed (items, units) rows.
         rank = len(x.shape)
-        reduce_axes = [i for i in range(rank) if i != self._axis]
+        axis = self.axis % rank
+        reduce_axes = [i for i in range(rank) if i != axis]
         moving_mean = tf.cast(self.moving_mean, tf.float32)
         moving_variance = tf.cast(self.moving_variance, tf.float32)
         if _is_training(training) is True:
-            mean, variance = tf.nn.moments(x, reduce_axes)
+            mean, variance, nonempty = self._batch_moments(x, reduce_axes)
             m = self.momentum
-            self.moving_mean.assign(moving_mean * m + mean * (1.0 - m))
-            self.moving_variance.assign(moving_variance * m + variance * (1.0 - m))
+            self.moving_mean.assign(
+                tf.where(nonempty, moving_mean * m + mean * (1.0 - m), moving_mean)
+            )
+            self.moving_variance.assign(
+                tf.where(
+                    nonempty,
+                    moving_variance * m + variance * (1.0 - m),
+                    moving_variance,
+                )
+            )
         else:
             mean, variance = moving_mean, moving_variance
         # p = sigmoid((x - mean) * inv) and f = x (alpha + p (1 - alpha)): per-channel
@@ -209,6 +230,10 @@ class LocalActivationUnit(Layer):
     Call arguments:
         query: `(batch, dim)`, the candidate item.
         keys: `(batch, history_len, dim)`, the behaviour history.
+        mask: optional boolean `(batch, history_len)`, True at real items. With a
+            mask only the real items go through the MLP (packed into rows, so a
+            half-padded history costs half), Dice's batch statistics cover real
+            items only, and padded positions score 0.
         training: bool, whether dropout is active and Dice uses batch statistics.
 
     Returns:
@@ -252,6 +277,7 @@ class LocalActivationUnit(Layer):
         self.dropout_layer = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="dropout_layer"
         )
+        self.supports_masking = True  # consumes the history mask; returns none
 
     def build(self, query_shape, keys_shape):
         query_shape, keys_shape = static_shape(query_shape), static_shape(keys_shape)
@@ -310,8 +336,10 @@ class LocalActivationUnit(Layer):
             return self.dice_layers[i](hidden, training=training)
         return self._activation_fn(hidden)
 
-    def call(self, query, keys, training=None):
+    def call(self, query, keys, mask=None, training=None):
         query, keys = self.cast_inputs(query, keys)
+        mask = _as_bool(mask)
+        check_mask_shape("mask", mask, static_shape(keys)[:-1], "keys")
         dtype = query.dtype
         dim = query.shape[-1]
         w = tf.cast(self.kernels[0], dtype)
@@ -323,18 +351,39 @@ class LocalActivationUnit(Layer):
         )
         # [q, k, q - k, q * k] W  ==  q (W_q + W_d) + [k, q * k] [W_k - W_d; W_p]
         query_part = tf.matmul(query, w_q + w_d) + tf.cast(self.biases[0], dtype)
-        pairs = tf.concat([keys, query[:, tf.newaxis, :] * keys], axis=-1)
-        hidden = tf.einsum(
-            "btd,du->btu", pairs, tf.concat([w_k - w_d, w_p], axis=0)
-        )  # (batch, history_len, units)
-        hidden += query_part[:, tf.newaxis, :]
+        pair_kernel = tf.concat([w_k - w_d, w_p], axis=0)  # (2 * dim, units)
+        if mask is None:
+            pairs = tf.concat([keys, query[:, tf.newaxis, :] * keys], axis=-1)
+            hidden = tf.einsum("btd,du->btu", pairs, pair_kernel)
+            hidden += query_part[:, tf.newaxis, :]
+            units = self.hidden_units[0]
+            scores = self._mlp(tf.reshape(hidden, [-1, units]), training)
+            return tf.reshape(scores, tf.shape(keys)[:2])
+        # Only the real items go through the MLP, packed as rows (items, ...): the
+        # padded part of a history costs nothing, and Dice's batch statistics cover
+        # real items only (as BatchNormalization's `mask`), so padding cannot shift
+        # them. The scores are scattered back; padded positions get 0.
+        index = tf.where(mask)  # (items, 2): (example, position)
+        rows = index[:, 0]
+        items = tf.gather_nd(keys, index)  # (items, dim)
+        pairs = tf.concat([items, tf.gather(query, rows) * items], axis=-1)
+        hidden = tf.matmul(pairs, pair_kernel) + tf.gather(query_part, rows)
+        scores = self._mlp(hidden, training)  # (items,)
+        return tf.scatter_nd(index, scores, tf.shape(mask, out_type=index.dtype))
+
+    def _mlp(self, hidden, training):
+        """(rows, hidden_units[0]) pre-activations -> (rows,) scores."""
+        dtype = hidden.dtype
         hidden = self._dropout(self._activate(0, hidden, training), training)
         for i in range(1, len(self.hidden_units)):
-            hidden = tf.einsum("btd,du->btu", hidden, tf.cast(self.kernels[i], dtype))
+            hidden = tf.matmul(hidden, tf.cast(self.kernels[i], dtype))
             hidden += tf.cast(self.biases[i], dtype)
             hidden = self._dropout(self._activate(i, hidden, training), training)
-        scores = tf.einsum("btd,do->bto", hidden, tf.cast(self.output_kernel, dtype))
-        return scores[..., 0] + tf.cast(self.output_bias[0], dtype)
+        scores = tf.matmul(hidden, tf.cast(self.output_kernel, dtype))
+        return scores[:, 0] + tf.cast(self.output_bias[0], dtype)
+
+    def compute_mask(self, query, keys=None, mask=None):
+        return None
 
     def compute_output_shape(self, query_shape, keys_shape):
         keys_shape = static_shape(keys_shape)
@@ -360,7 +409,10 @@ class AttentionSequencePooling(Layer):
     `v = Σ_j w_j k_j`, with `w_j` from a `LocalActivationUnit` over the candidate
     `q` and the history item `k_j`. With `weight_normalization=False` (the paper) the
     raw scores are the weights and padded items get 0; with `True` the weights are a
-    masked softmax. An empty history pools to a zero vector, never NaN.
+    masked softmax. An empty history pools to a zero vector, never NaN. With a mask,
+    padded items are not computed at all and do not enter Dice's batch statistics
+    (DeepCTR computes and normalizes over them), so in training too the output does
+    not depend on what the padding holds.
 
     Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
 
@@ -437,7 +489,7 @@ class AttentionSequencePooling(Layer):
         query, keys = self.cast_inputs(query, keys)
         mask = _as_bool(mask)
         check_mask_shape("mask", mask, static_shape(keys)[:-1], "keys")
-        scores = self.local_activation_unit(query, keys, training=training)
+        scores = self.local_activation_unit(query, keys, mask=mask, training=training)
         if self.weight_normalization:
             weights = masked_softmax(scores, mask)
         elif mask is not None:
