@@ -42,6 +42,49 @@ def _mean_head_cosine(heads, valid):
     return _masked_mean(per_position, valid)
 
 
+def build_projections(
+    layer, query_shape, key_shape, value_shape, value_dim, output_dim
+) -> None:
+    """Builds `layer.{query,key,value,output}_dense` in Keras' MultiHeadAttention
+    layout: `EinsumDense` kernels `(dim, heads, key_dim)` for the query and key,
+    `(dim, heads, value_dim)` for the value, `(heads, value_dim, output_dim)` out.
+
+    `layer` supplies `num_heads`, `key_dim`, `use_bias`, the initializers and the
+    regularizers (`kernel_regularizer`/`bias_regularizer`, None when it has none).
+    """
+    heads = layer.num_heads
+
+    def dense(equation, output_shape, bias_axes, name):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if layer.use_bias else None,
+            kernel_initializer=clone_initializer(layer.kernel_initializer),
+            bias_initializer=clone_initializer(layer.bias_initializer),
+            kernel_regularizer=getattr(layer, "kernel_regularizer", None),
+            bias_regularizer=getattr(layer, "bias_regularizer", None),
+            dtype=layer.dtype_policy,
+            name=name,
+        )
+
+    # (batch, seq_len, dim) -> (batch, seq_len, heads, head_dim)
+    layer.query_dense = dense(
+        "abc,cde->abde", (None, heads, layer.key_dim), "de", "query_dense"
+    )
+    layer.key_dense = dense(
+        "abc,cde->abde", (None, heads, layer.key_dim), "de", "key_dense"
+    )
+    layer.value_dense = dense(
+        "abc,cde->abde", (None, heads, value_dim), "de", "value_dense"
+    )
+    # (batch, q_len, heads, value_dim) -> (batch, q_len, output_dim)
+    layer.output_dense = dense("abcd,cde->abe", (None, output_dim), "e", "output_dense")
+    layer.query_dense.build(query_shape)
+    layer.key_dense.build(key_shape)
+    layer.value_dense.build(value_shape)
+    layer.output_dense.build((query_shape[0], query_shape[1], heads, value_dim))
+
+
 @register
 class MultiHeadAttention(Layer):
     """Multi-head scaled dot-product attention (Vaswani et al. 2017).
@@ -167,19 +210,6 @@ class MultiHeadAttention(Layer):
             dropout, dtype=self.dtype_policy, name="dropout_layer"
         )
 
-    def _dense(self, equation, output_shape, bias_axes, name):
-        return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
     def build(self, query_shape, value_shape, key_shape=None):
         query_shape = static_shape(query_shape)
         value_shape = static_shape(value_shape)
@@ -203,26 +233,14 @@ class MultiHeadAttention(Layer):
                 "`key` and `value` must have the same length. Received: "
                 f"key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
             )
-        heads = self.num_heads
-        output_dim = self._output_dim or query_shape[-1]
-        # (batch, seq_len, dim) -> (batch, seq_len, heads, head_dim)
-        self.query_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "query_dense"
+        build_projections(
+            self,
+            query_shape,
+            key_shape,
+            value_shape,
+            self.value_dim,
+            self._output_dim or query_shape[-1],
         )
-        self.key_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "key_dense"
-        )
-        self.value_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.value_dim), "de", "value_dense"
-        )
-        # (batch, q_len, heads, value_dim) -> (batch, q_len, output_dim)
-        self.output_dense = self._dense(
-            "abcd,cde->abe", (None, output_dim), "e", "output_dense"
-        )
-        self.query_dense.build(query_shape)
-        self.key_dense.build(key_shape)
-        self.value_dense.build(value_shape)
-        self.output_dense.build((query_shape[0], query_shape[1], heads, self.value_dim))
         self.built = True
 
     def _attention_mask(

@@ -20,6 +20,7 @@ from keras_attn.layers._checks import (
     static_shape,
 )
 from keras_attn.layers.attention import _as_bool, causal_mask
+from keras_attn.layers.multi_head import build_projections
 
 
 def relative_sinusoids(distances, dim: int, max_wavelength: float = 10000.0):
@@ -143,17 +144,6 @@ class RelativeMultiHeadAttention(Layer):
             dropout, dtype=self.dtype_policy, name="dropout_layer"
         )
 
-    def _dense(self, equation, output_shape, bias_axes, name):
-        return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
     def build(self, inputs_shape, memory_shape=None):
         shape = static_shape(inputs_shape)
         if len(shape) != 3 or shape[-1] is None or shape[-1] % 2:
@@ -170,23 +160,8 @@ class RelativeMultiHeadAttention(Layer):
                     f"inputs.shape={tuple(shape)}"
                 )
         dim, heads = shape[-1], self.num_heads
-        # (batch, seq_len, dim) -> (batch, seq_len, heads, key_dim)
-        self.query_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "query_dense"
-        )
-        self.key_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "key_dense"
-        )
-        self.value_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "value_dense"
-        )
-        self.output_dense = self._dense(
-            "abcd,cde->abe", (None, dim), "e", "output_dense"
-        )
-        self.query_dense.build(shape)
-        self.key_dense.build(shape)
-        self.value_dense.build(shape)
-        self.output_dense.build((shape[0], shape[1], heads, self.key_dim))
+        # Value heads have key_dim too (Transformer-XL's d_head).
+        build_projections(self, shape, shape, shape, self.key_dim, dim)
         # W_r of Transformer-XL's r_net: encodings (dim) -> (heads, key_dim).
         self.position_kernel = self.add_weight(
             name="position_kernel",
