@@ -4,7 +4,8 @@ Compares, at the same sizes and with the same optimizer step:
 - `InteractingLayer` vs DeepCTR's `InteractingLayer` (39 fields x dim 16, 2 heads of
   8, residual on);
 - `AttentionSequencePooling` vs DeepCTR's `AttentionSequencePoolingLayer` (history
-  50, dim 16, MLP (80, 40) with Dice, raw weights, variable history lengths);
+  50, dim 16, MLP (80, 40) with Dice, raw weights, history lengths uniform in 1-50:
+  keras_attn gets the mask and computes real items only, DeepCTR the lengths);
 - `MMoE` vs DeepCTR's `MMOE` model (input 39 x 16 = 624, 8 experts of (256, 128),
   two tasks with towers of 64: the same model built around keras_attn's `MMoE`).
 
@@ -54,6 +55,40 @@ def _train_step(tf, model, optimizer, jit_compile=False):
         return loss
 
     return step
+
+
+def _mmoe_step_flops() -> float:
+    """Multiply-add FLOPs of one MMoE training step's matmuls (both libraries).
+
+    Forward `2·m·k·n` per matmul; backward the kernel gradient of each, and the
+    input gradient of each layer whose input depends on weights (not the first
+    expert layer or the gates, whose input is the data).
+    """
+    tasks, towers = 2, 64
+    first = 2 * BATCH * FIELDS * DIM * EXPERTS * 256 * 2  # forward + kernel grad
+    second = 2 * BATCH * 256 * 128 * EXPERTS * 3
+    gates = 2 * BATCH * FIELDS * DIM * EXPERTS * tasks * 2
+    mixing = 2 * BATCH * tasks * EXPERTS * 128 * 3
+    tower = tasks * 2 * BATCH * (128 * towers + towers) * 3
+    return float(first + second + gates + mixing + tower)
+
+
+def _gemm_rate(tf, rounds: int) -> list:
+    """GFLOP/s of the MMoE's largest matmul alone ((batch, 624) x (624, 2048)), the
+    ceiling for a step made mostly of it."""
+    a = tf.random.normal((BATCH, FIELDS * DIM))
+    b = tf.random.normal((FIELDS * DIM, EXPERTS * 256))
+    matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+    matmul(a, b).numpy()
+    rates = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(20):
+            out = matmul(a, b)
+        out.numpy()
+        seconds = (time.perf_counter() - start) / 20
+        rates.append(2 * BATCH * FIELDS * DIM * EXPERTS * 256 / seconds / 1e9)
+    return rates
 
 
 def _models(keras, tf, with_deepctr):
@@ -167,6 +202,7 @@ def _worker(with_deepctr: bool, rounds: int, steps: int, xla: bool) -> dict:
                 loss.numpy()
                 times[impl].append((time.perf_counter() - start) / steps)
         results[case] = times
+    results["gemm"] = {"GFLOP/s": _gemm_rate(tf, rounds)}
     return results
 
 
@@ -227,7 +263,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             gen = pooled["tf_keras" if legacy else "keras3"]
             for case, impls in result.items():
-                for impl, times in impls.items():
+                for impl, times in impls.items():  # "gemm" holds GFLOP/s
                     gen.setdefault(case, {}).setdefault(impl, []).extend(times)
     legacy, keras3 = pooled["tf_keras"], pooled["keras3"]
     rounds = args.rounds * args.repeats
@@ -281,6 +317,27 @@ def main() -> None:
                 f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
                 f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
             )
+    rates = legacy.get("gemm", {}).get("GFLOP/s", []) + keras3.get("gemm", {}).get(
+        "GFLOP/s", []
+    )
+    deep = legacy["MMoE"].get("DeepCTR")
+    if rates and deep:
+        rate = max(rates)  # the best the machine did: a ceiling
+        floor_ms = _mmoe_step_flops() / (rate * 1e9) * 1e3
+        lines += [
+            "",
+            f"Roofline of the MMoE step: its matmuls are {_mmoe_step_flops() / 1e9:.2f}"
+            f" GFLOP (forward and backward); its largest matmul alone runs at "
+            f"{rate:.0f} GFLOP/s here at best (over the same subprocesses), so no "
+            f"implementation of this model can take less than about {floor_ms:.1f} "
+            f"ms/step. DeepCTR takes {_ms(deep)} ms: 1.3x faster would be "
+            f"{statistics.median(deep) * 1e3 / 1.3:.1f} ms, "
+            + (
+                "below that floor."
+                if statistics.median(deep) * 1e3 / 1.3 < floor_ms
+                else "above that floor."
+            ),
+        ]
     body = "\n".join(lines)
     print(body)
     if not args.no_write:

@@ -5,21 +5,42 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-__all__ = ["run_text_quickstart"]
+__all__ = ["SENTENCES", "SETTINGS", "run_text_quickstart"]
 
-SENTENCE = "A moving, beautifully acted film: one of the best of the year."
+#: Raw sentences the export is asked about (a positive one first, then a negative one).
+SENTENCES = (
+    "An excellent, funny and touching film.",
+    "A dull, boring and pointless film.",
+)
+SENTENCE = SENTENCES[0]
+
+#: The HAN and its training: small enough for a few seconds an epoch on 2 CPU cores.
+SETTINGS = dict(
+    learning_rate=3e-3,
+    min_count=3,
+    max_sentences=24,
+    max_words=25,
+    embedding_dim=32,
+    units=16,
+    attention_units=32,
+)
 
 
 def run_text_quickstart(
-    output: str | Path = "saved_models", epochs: int = 5, quiet: bool = False
+    output: str | Path = "saved_models", epochs: int = 4, quiet: bool = False
 ) -> dict:
-    """Trains a HAN on 320 shipped reviews, tests it on 80, exports and predicts.
+    """Trains a HAN on 768 shipped reviews, tests it on 192, exports and predicts.
 
-    The export (`OUTPUT/review_han/1`) takes raw strings; it is reloaded with
-    TensorFlow alone and asked for the label of one raw sentence.
+    The split is the fixed 80/20 stratified split (seed 0) of the 960 reviews of
+    `load_review_sample()`; the test reviews are never used for training or for
+    choosing an epoch (training runs `epochs` epochs, no early stopping). The export
+    (`OUTPUT/review_han/1`) takes raw strings; it is reloaded with TensorFlow alone
+    and asked for the labels of two raw sentences (`SENTENCES`).
 
     Returns:
-        `{"accuracy", "export", "sentence", "label", "probabilities", "seconds"}`.
+        `{"accuracy", "export", "sentence", "label", "probabilities", "sentences",
+        "labels", "seconds"}`: `sentence`, `label` and `probabilities` are those of
+        the first sentence.
     """
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the tokenizer ops of the export)
@@ -33,40 +54,40 @@ def run_text_quickstart(
     print(
         f"\nMovie reviews (Pang & Lee polarity v2.0, research use): {len(train)} "
         f"training and {len(test)} test reviews; a HAN with word and sentence "
-        "attention."
+        f"attention, {epochs} epochs."
     )
     clf = fit_text_classifier(
         [texts[i] for i in train],
         [labels[i] for i in train],
         model="han",
-        validation_texts=[texts[i] for i in test],
-        validation_labels=[labels[i] for i in test],
         epochs=epochs,
         patience=None,
-        learning_rate=3e-3,
-        max_sentences=12,
-        max_words=25,
-        embedding_dim=32,
-        units=16,
-        attention_units=32,
         verbose=0 if quiet else 2,
+        **SETTINGS,
     )
-    print(f"Test accuracy: {clf.val_accuracy:.3f}")
+    test_labels = [labels[i] for i in test]
+    predicted = clf.predict([texts[i] for i in test])
+    accuracy = sum(p == y for p, y in zip(predicted, test_labels)) / len(test)
+    print(f"Test accuracy on {len(test)} held-out reviews: {accuracy:.3f}")
     path = clf.export(Path(output) / "review_han", version=1, overwrite=True)
     print(f"Exported for TF Serving (raw strings in) to {path}")
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
-    out = serve(text=tf.constant([SENTENCE]))
-    label = out["label"].numpy()[0].decode()
-    probs = out["probabilities"].numpy()[0].tolist()
-    shown = ", ".join(f"{n} {p:.3f}" for n, p in zip(clf.class_names, probs))
-    print(f"The SavedModel on {SENTENCE!r}: {label} ({shown})")
+    out = serve(text=tf.constant(list(SENTENCES)))
+    labels_out = [v.decode() for v in out["label"].numpy()]
+    probs_out = out["probabilities"].numpy().tolist()
+    print("The SavedModel on raw sentences:")
+    for sentence, label, probs in zip(SENTENCES, labels_out, probs_out):
+        shown = ", ".join(f"{n} {p:.3f}" for n, p in zip(clf.class_names, probs))
+        print(f"  {sentence!r} -> {label} ({shown})")
     seconds = time.time() - start
     print(f"Text part done in {seconds:.0f} s.")
     return {
-        "accuracy": clf.val_accuracy,
+        "accuracy": accuracy,
         "export": path,
-        "sentence": SENTENCE,
-        "label": label,
-        "probabilities": probs,
+        "sentence": SENTENCES[0],
+        "label": labels_out[0],
+        "probabilities": probs_out[0],
+        "sentences": list(SENTENCES),
+        "labels": labels_out,
         "seconds": seconds,
     }

@@ -15,7 +15,7 @@ from keras_attn.features import (
     to_dataset,
 )
 from keras_attn.models import Task, build_ctr_model, compile_ctr_model
-from keras_attn.models.ctr import gate_weights_model
+from keras_attn.models.ctr import fit_ctr_model, gate_weights_model, split_ctr_model
 
 TINY = dict(
     embedding_dim=4, num_experts=2, expert_units=(8,), tower_units=(4,), att_dim=4
@@ -189,3 +189,86 @@ def test_compile_wires_loss_weights_and_auc():
     assert {"click_auc", "buy_auc"} <= set(logs)
     # With weight 0 on click the total is the buy loss alone.
     assert logs["loss"] == pytest.approx(logs["buy_loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize("gate", ["softmax", "attention"])
+def test_split_model_composes_to_the_whole_on_raw_rows(gate):
+    df = _synthetic(32)
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(specs, ["click", "buy"], **TINY, gate=gate)
+    preprocessor, core = split_ctr_model(model, specs)
+    encoded = preprocessor(_rows())  # an unseen city, a missing age
+    assert sorted(encoded) == ["categorical_ids", "numeric_preprocessing"]
+    assert encoded["categorical_ids"].dtype.is_integer
+    assert np.isfinite(encoded["numeric_preprocessing"].numpy()).all()
+    whole, parts = model(_rows()), core(encoded)
+    for name in ("click", "buy"):
+        np.testing.assert_allclose(parts[name].numpy(), whole[name].numpy(), atol=1e-6)
+    # One set of weights: the core's are the model's own variables.
+    assert {id(w) for w in core.weights} <= {id(w) for w in model.weights}
+    with pytest.raises(ValueError, match="does not look like a `build_ctr_model`"):
+        split_ctr_model(model, _din_specs())
+
+
+def test_split_din_model_cuts_histories_and_masks():
+    specs = _din_specs()
+    model = build_ctr_model(
+        specs, ["click"], embedding_dim=4, bottom_units=(8,), din_hidden_units=(8,)
+    )
+    preprocessor, core = split_ctr_model(model, specs)
+    rows = _din_rows(["i1|i2|i3|i4", "", "i9"])
+    encoded = preprocessor(rows)
+    assert encoded["hist_item_mask"].dtype == tf.bool
+    np.testing.assert_array_equal(
+        encoded["hist_item_mask"].numpy(),
+        [[True, True, True], [False, False, False], [True, False, False]],
+    )
+    np.testing.assert_allclose(
+        core(encoded)["click"].numpy(), model(rows)["click"].numpy(), atol=1e-6
+    )
+
+
+@pytest.mark.slow
+def test_fit_ctr_model_trains_the_model_that_takes_raw_values():
+    df = _synthetic(512)
+    specs = infer_features(df, labels=["click", "buy"])
+    tasks = [Task("click"), Task("buy", loss_weight=2.0)]
+    model = build_ctr_model(specs, tasks, **TINY, gate="attention")
+    before = model(_rows())["click"].numpy()
+    history = fit_ctr_model(
+        model,
+        specs,
+        tasks,
+        df,
+        epochs=15,
+        batch_size=64,
+        seed=0,
+        learning_rate=0.02,
+        jit_compile=False,
+        validation_data=df.iloc[:100],
+        verbose=0,
+    )
+    assert len(history.history["val_click_auc"]) == 15
+    assert not np.allclose(model(_rows())["click"].numpy(), before)
+    # The raw model is compiled afterwards and has learned both tasks.
+    logs = model.evaluate(
+        to_dataset(df, specs, tasks, 256), return_dict=True, verbose=0
+    )
+    assert logs["click_auc"] > 0.95, logs
+    assert logs["buy_auc"] > 0.9, logs
+
+
+@pytest.mark.slow
+def test_fit_ctr_model_under_xla_matches_the_raw_model():
+    df = _synthetic(256)
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(specs, ["click", "buy"], **TINY)
+    history = fit_ctr_model(
+        model, specs, ["click", "buy"], df, batch_size=100, jit_compile=True, verbose=0
+    )
+    assert np.isfinite(history.history["loss"]).all()
+    preprocessor, core = split_ctr_model(model, specs)
+    for name, value in model(_rows()).items():
+        np.testing.assert_allclose(
+            core(preprocessor(_rows()))[name].numpy(), value.numpy(), atol=1e-6
+        )

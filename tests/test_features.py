@@ -295,6 +295,29 @@ def test_to_dataset_streams_csv_like_the_dataframe(tmp_path, compression):
         np.testing.assert_array_equal(y[name].numpy(), cy[name].numpy())
 
 
+def test_to_dataset_with_a_preprocessor_encodes_frames_once_and_csv_batches(tmp_path):
+    from keras_attn.models.ctr import build_ctr_model, split_ctr_model
+
+    df = _frame()
+    specs = _specs()
+    model = build_ctr_model(specs, ["click"], embedding_dim=2, bottom_units=(2,))
+    preprocessor, _ = split_ctr_model(model, specs)
+    ((raw, _),) = list(to_dataset(df, specs, ["click"], batch_size=6))
+    expected = {k: v.numpy() for k, v in preprocessor(raw).items()}
+    path = tmp_path / "data.csv"
+    df.to_csv(path, index=False)
+    for data in (df, str(path)):
+        batches = list(
+            to_dataset(data, specs, ["click"], batch_size=4, preprocessor=preprocessor)
+        )
+        assert [len(y["click"]) for _, y in batches] == [4, 2]
+        for name, value in expected.items():
+            got = np.concatenate([x[name].numpy() for x, _ in batches])
+            np.testing.assert_allclose(got, value, atol=1e-6, err_msg=name)
+    features_only = next(iter(to_dataset(df, specs, preprocessor=preprocessor)))
+    assert sorted(features_only) == sorted(expected)
+
+
 def test_to_dataset_csv_errors(tmp_path):
     path = tmp_path / "data.csv"
     _frame().assign(income=["1", "x", "2", "3", "4", "5"]).to_csv(path, index=False)

@@ -8,6 +8,7 @@ import pytest
 
 from keras_attn.cli import build_parser, main
 from keras_attn.datasets import load_census_sample
+from keras_attn.quickstart_text import SENTENCES
 from keras_attn.serving import read_features_json
 
 
@@ -44,11 +45,20 @@ def test_shipped_sample_has_both_tasks():
     assert (df["hisp_origin"] == "NA").any()  # "NA" is a category, not missing
 
 
+def test_quickstart_text_flags():
+    parser = build_parser()
+    assert parser.parse_args(["quickstart"]).text is True
+    assert parser.parse_args(["quickstart", "--text"]).text is True
+    args = parser.parse_args(["quickstart", "--no-text", "--text-epochs", "2"])
+    assert args.text is False and args.text_epochs == 2
+
+
 @pytest.mark.slow
 def test_quickstart_trains_exports_and_serves(tmp_path, capsys):
-    assert (
-        main(["quickstart", "--epochs", "3", "--output", str(tmp_path), "--quiet"]) == 0
-    )
+    # One text epoch keeps CI short: the text checks below are about the output,
+    # not about the accuracy of a 1-epoch HAN.
+    args = ["quickstart", "--epochs", "3", "--text-epochs", "1"]
+    assert main(args + ["--output", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     aucs = dict(re.findall(r"(income|marital) (0\.\d+)", out.split("Test AUC:")[1]))
     assert float(aucs["income"]) > 0.8 and float(aucs["marital"]) > 0.9, out
@@ -58,6 +68,17 @@ def test_quickstart_trains_exports_and_serves(tmp_path, capsys):
     preds = re.findall(r"-> income=(\d\.\d+)  marital=(\d\.\d+)", out)
     assert len(preds) == 3, out
     assert all(0.0 <= float(p) <= 1.0 for row in preds for p in row)
+    # The text part: accuracy on the held-out shipped reviews, the export, and the
+    # labels the reloaded export gives raw sentences.
+    text = out.split("Movie reviews")[1]
+    accuracy = re.search(r"Test accuracy on 192 held-out reviews: (\S+)", text)
+    assert accuracy and 0.0 <= float(accuracy[1]) <= 1.0, text
+    assert (tmp_path / "review_han" / "1" / "saved_model.pb").exists()
+    served = re.findall(r"\n  '(.+)' -> (neg|pos) \(neg (\S+), pos (\S+)\)", text)
+    assert [s[0] for s in served] == list(SENTENCES), text
+    for _, label, neg, pos in served:
+        assert abs(float(neg) + float(pos) - 1.0) < 2e-3
+        assert label == ("pos" if float(pos) > float(neg) else "neg")
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ import pytest
 from keras_attn.backend import tf
 from keras_attn.datasets import census_features, census_tasks, load_census_sample
 from keras_attn.features import features_from_json, to_dataset
-from keras_attn.models import build_ctr_model, compile_ctr_model
+from keras_attn.models import build_ctr_model
+from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export, latest_version, read_features_json
 
 # Runs in a fresh interpreter: TensorFlow alone serves the raw rows.
@@ -60,8 +61,11 @@ def trained(tmp_path_factory):
         tower_units=(4,),
         gate="attention",
     )
-    compile_ctr_model(model, tasks, learning_rate=0.01)
-    model.fit(to_dataset(df, specs, tasks, batch_size=200), epochs=1, verbose=0)
+    # Trained the fast way: the core on ids encoded once. The export must still
+    # take raw rows, through the same (shared) preprocessing layers.
+    fit_ctr_model(
+        model, specs, tasks, df, batch_size=200, learning_rate=0.01, jit_compile=False
+    )
     return model, specs, df
 
 

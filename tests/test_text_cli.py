@@ -61,17 +61,3 @@ def test_train_text_exports_a_raw_string_model(tmp_path, model, capsys):
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
     names = np.array(["neg", "pos"])
     assert result["label"].numpy().astype(str).tolist() == list(names[probs.argmax(-1)])
-
-
-@pytest.mark.slow
-def test_text_quickstart(tmp_path):
-    from keras_attn.quickstart_text import run_text_quickstart
-
-    result = run_text_quickstart(tmp_path, epochs=1, quiet=True)
-    assert result["export"] == tmp_path / "review_han" / "1"
-    assert 0.0 <= result["accuracy"] <= 1.0
-    served = _serve(result["export"], [result["sentence"]])
-    assert served["label"].numpy()[0].decode() == result["label"]
-    np.testing.assert_allclose(
-        served["probabilities"].numpy()[0], result["probabilities"], rtol=1e-6
-    )

@@ -83,6 +83,7 @@ def to_dataset(
     num_epochs: int = 1,
     shuffle_buffer: int = 100_000,
     drop_remainder: bool = False,
+    preprocessor=None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(raw features, labels)` batches for a CTR model.
 
@@ -105,10 +106,15 @@ def to_dataset(
         shuffle_buffer: int. Rows in the shuffle buffer (CSV; a DataFrame is
             shuffled whole). Defaults to 100,000.
         drop_remainder: bool. Drop the last, smaller batch. Defaults to False.
+        preprocessor: optional Keras model from raw feature dicts to encoded inputs
+            (the first part of `keras_attn.models.split_ctr_model`). A DataFrame is
+            then encoded once, up front, and the batches hold the encoded values
+            (ids, standardized numbers); CSV batches are encoded as they stream.
 
     Returns:
         Batches `({feature: (batch,)}, {task: (batch, 1) float32})`, or feature dicts
-        when there are no labels.
+        when there are no labels; with a `preprocessor`, its outputs in place of the
+        raw features.
 
     Example:
 
@@ -133,7 +139,10 @@ def to_dataset(
     labels = label_columns(labels)
     if isinstance(data, pd.DataFrame):
         x, y = _frame_arrays(data, features, labels)
-        tensors = tf.nest.map_structure(tf.constant, (x, y) if labels else x)
+        x = tf.nest.map_structure(tf.constant, x)
+        if preprocessor is not None:
+            x = _encode(preprocessor, x, len(data))
+        tensors = (x, tf.nest.map_structure(tf.constant, y)) if labels else x
         # Shuffle and batch row indices, then gather whole batches: one vectorized
         # gather per column instead of per-row work across dozens of columns.
         ds = tf.data.Dataset.range(len(data))
@@ -147,7 +156,7 @@ def to_dataset(
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         return ds.prefetch(tf.data.AUTOTUNE)
-    return _csv_dataset(
+    ds = _csv_dataset(
         data,
         features,
         labels,
@@ -158,6 +167,26 @@ def to_dataset(
         shuffle_buffer,
         drop_remainder,
     )
+    if preprocessor is None:
+        return ds
+
+    def encode(*batch):
+        return (preprocessor(batch[0]), *batch[1:]) if labels else preprocessor(batch)
+
+    return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE
+    )
+
+
+def _encode(preprocessor, x, n, chunk=16_384):
+    """The preprocessor's outputs for whole columns, computed in chunks of rows."""
+    parts = []
+    for start in range(0, n, chunk):
+        rows = tf.nest.map_structure(lambda t, s=start: t[s : s + chunk], x)
+        parts.append(preprocessor(rows, training=False))
+    if not parts:
+        return preprocessor(x, training=False)
+    return tf.nest.map_structure(lambda *p: tf.concat(p, axis=0), *parts)
 
 
 def _csv_dataset(

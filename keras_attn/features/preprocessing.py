@@ -165,6 +165,15 @@ class SequenceSplit(Layer):
         shape = (input_shape[0], self.max_len)
         return shape, shape
 
+    def compute_output_spec(self, inputs):
+        # Keras 3 would otherwise give the symbolic outputs the float compute dtype,
+        # and a model cut at them (`split_ctr_model`) would cast the ids and mask.
+        shape = (inputs.shape[0], self.max_len)
+        return (
+            keras.KerasTensor(shape, dtype=self.output_dtype),
+            keras.KerasTensor(shape, dtype="bool"),
+        )
+
     def get_config(self):
         config = {
             "max_len": self.max_len,
@@ -214,6 +223,13 @@ class StackColumns(Layer):
         for shape in input_shape:
             width += 1 if len(shape) == 1 else shape[-1]
         return (input_shape[0][0], width)
+
+    def compute_output_spec(self, inputs):
+        # Keras 3 only (see SequenceSplit.compute_output_spec): the ids stay integers.
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]
+        shape = self.compute_output_shape([tuple(x.shape) for x in inputs])
+        return keras.KerasTensor(shape, dtype=self.output_dtype)
 
     def get_config(self):
         return {**super().get_config(), "output_dtype": self.output_dtype}
@@ -266,7 +282,10 @@ def build_preprocessing(features, inputs):
         dict with `ids` (`{name: (batch,) int64 ids}` of each categorical feature),
         `numeric` (float `(batch, num_numeric_fields)`, or None), `sequences`
         (`{name: (ids (batch, max_len), mask, shared feature name)}`) and
-        `lookups` (the lookup layer of each categorical feature).
+        `lookups` (the lookup layer of each categorical feature). A history has a
+        lookup layer of its own, `{name}_lookup`, with the shared feature's
+        vocabulary: each lookup then runs once in the graph, so a model can be cut
+        after the preprocessing (`keras_attn.models.split_ctr_model`).
     """
     by_name = {f.name: f for f in features}
     categorical = [f for f in features if f.kind == "categorical"]
@@ -298,5 +317,6 @@ def build_preprocessing(features, inputs):
             output_dtype=shared.dtype,
             name=f"{f.name}_split",
         )(inputs[f.name])
-        out["sequences"][f.name] = (lookups[f.shares](tokens), mask, f.shares)
+        history_lookup = categorical_lookup(shared, name=f"{f.name}_lookup")
+        out["sequences"][f.name] = (history_lookup(tokens), mask, f.shares)
     return out

@@ -6,11 +6,18 @@ columns (strings for categories, floats for numbers, joined id strings for
 histories) and whose outputs are a dict keyed by task name. The preprocessing
 (lookup, hashing, standardization) is inside, so the exported model serves raw
 rows. `compile_ctr_model` wires each task's loss, loss weight and metrics.
+
+`fit_ctr_model` trains such a model fast: `split_ctr_model` cuts it into the
+preprocessing (raw values -> ids and standardized numbers) and the core (-> task
+outputs), sharing the layers and weights; the training data is encoded once and the
+core trains on fixed-shape batches under XLA. The model itself, which still takes raw
+values, is what gets exported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 
 from keras_attn.backend import KERAS_3, keras
@@ -32,7 +39,9 @@ __all__ = [
     "Task",
     "build_ctr_model",
     "compile_ctr_model",
+    "fit_ctr_model",
     "gate_weights_model",
+    "split_ctr_model",
 ]
 
 #: How the tasks share the bottom of the model.
@@ -142,6 +151,8 @@ def build_ctr_model(
     din_activation: str = "dice",
     activation: str = "relu",
     dropout: float = 0.0,
+    embeddings_initializer="uniform",
+    embeddings_regularizer=None,
     name: str = "ctr",
 ):
     """Builds a (multi-task) CTR model on raw feature inputs.
@@ -188,6 +199,9 @@ def build_ctr_model(
         activation: str. Activation of the bottom and tower MLPs. Defaults to
             "relu".
         dropout: float. Dropout in experts, bottom and towers. Defaults to 0.0.
+        embeddings_initializer: initializer of the field embeddings (tables and
+            numeric vectors). Defaults to "uniform".
+        embeddings_regularizer: optional regularizer of the field embeddings.
         name: str. The model's name. Defaults to "ctr".
 
     Returns:
@@ -251,6 +265,8 @@ def build_ctr_model(
             embedding_dim,
             num_numeric=0 if numeric is None else int(numeric.shape[-1]),
             shared_table=shared_table,
+            embeddings_initializer=embeddings_initializer,
+            embeddings_regularizer=embeddings_regularizer,
             validate_ids=False,  # the lookups cannot leave the range
             name="field_embedding",
         )
@@ -414,3 +430,184 @@ def gate_weights_model(model):
     else:
         gates = output[1]  # tf_keras keeps the nested structure
     return keras.Model(model.inputs, gates, name=f"{model.name}_gates")
+
+
+def _encoded_tensors(model, features) -> dict:
+    """The symbolic tensors where a `build_ctr_model` graph leaves its preprocessing:
+    `{name: tensor}`, each the single output of a layer named after it."""
+    features = list(features)
+    kinds = {f.kind for f in features}
+    shares = {f.shares for f in features if f.kind == "sequence"}
+    names = []
+    if any(f.kind == "categorical" and f.name not in shares for f in features):
+        names.append("categorical_ids")
+    if "numeric" in kinds:
+        names.append("numeric_preprocessing")
+    names += [f"{n}_lookup" for n in sorted(shares)]
+    encoded = {}
+    try:
+        for name in names:
+            encoded[name] = model.get_layer(name).output
+        for f in features:
+            if f.kind == "sequence":
+                encoded[f"{f.name}_lookup"] = model.get_layer(f"{f.name}_lookup").output
+                encoded[f"{f.name}_mask"] = model.get_layer(f"{f.name}_split").output[1]
+    except (ValueError, AttributeError, RuntimeError) as error:
+        raise ValueError(
+            f"Model {model.name!r} does not look like a `build_ctr_model` model on "
+            f"these features (built by this version): {error}"
+        ) from None
+    return encoded
+
+
+def split_ctr_model(model, features):
+    """Cuts a `build_ctr_model` model into its preprocessing and its core.
+
+    `preprocessor` maps the raw feature dict to the encoded inputs (categorical ids
+    `(batch, fields)`, standardized numbers, history ids and masks); `core` maps
+    those to the task outputs. Both share the model's layers and weights, so
+    `core(preprocessor(raw))` is `model(raw)`, and training `core` trains `model`.
+    The core holds no string ops: it compiles with XLA.
+
+    Args:
+        model: a model from `build_ctr_model`.
+        features: the feature specs it was built on.
+
+    Returns:
+        `(preprocessor, core)`, two `keras.Model`s; the encoded values are a dict
+        keyed by the names of the layers that make them.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> from keras_attn.features import infer_features
+    >>> df = pd.DataFrame({"city": ["a", "b"], "age": [30.0, None], "click": [1, 0]})
+    >>> specs = infer_features(df, labels=["click"])
+    >>> model = build_ctr_model(specs, ["click"])
+    >>> preprocessor, core = split_ctr_model(model, specs)
+    >>> sorted(preprocessor.output_names)
+    ['categorical_ids', 'numeric_preprocessing']
+    """
+    encoded = _encoded_tensors(model, features)
+    preprocessor = keras.Model(model.inputs, encoded, name=f"{model.name}_preprocessor")
+    outputs = model.output if KERAS_3 else model.outputs
+    if not KERAS_3:
+        outputs = dict(zip(model.output_names, outputs))
+    with warnings.catch_warnings():
+        # Keras 3 would have the dict keys match the (generated) tensor names; it
+        # feeds the core by key all the same.
+        warnings.filterwarnings("ignore", message="When providing `inputs` as a dict")
+        core = keras.Model(encoded, outputs, name=f"{model.name}_core")
+    return preprocessor, core
+
+
+def fit_ctr_model(
+    model,
+    features,
+    tasks: Sequence[Task | str],
+    data,
+    epochs: int = 1,
+    batch_size: int = 512,
+    validation_data=None,
+    shuffle: bool = True,
+    seed: int | None = None,
+    optimizer="adam",
+    learning_rate: float | None = None,
+    jit_compile: bool = True,
+    steps_per_execution: int = 16,
+    callbacks=None,
+    verbose="auto",
+):
+    """Trains a `build_ctr_model` model with its preprocessing run once.
+
+    The model is cut with `split_ctr_model`. A DataFrame is encoded once by the
+    preprocessing (CSV files are encoded as they stream); the core, compiled with
+    `compile_ctr_model` under XLA, trains on batches of one fixed size (the last,
+    smaller batch of each epoch is left out, so XLA compiles one program). The
+    weights are the model's: afterwards `model` takes raw values and is compiled
+    (without XLA, which cannot run its string lookups) with the core's optimizer,
+    ready for `evaluate`, more `fit` or export.
+
+    Args:
+        model: a model from `build_ctr_model`.
+        features: the feature specs it was built on.
+        tasks: its tasks (`Task`s or names).
+        data: a DataFrame or CSV path(s), as for `keras_attn.features.to_dataset`.
+        epochs: int. Defaults to 1.
+        batch_size: int. Defaults to 512.
+        validation_data: optional DataFrame or CSV path(s) with the label columns;
+            all its rows are evaluated after each epoch.
+        shuffle: bool. Shuffle the rows each epoch. Defaults to True.
+        seed: int. Shuffle seed.
+        optimizer: a Keras optimizer or its name. Defaults to "adam".
+        learning_rate: float. The optimizer's learning rate, when given.
+        jit_compile: bool. Compile the core's steps with XLA. Defaults to True.
+        steps_per_execution: int. Training steps per call into the compiled
+            function (1 under tf_keras for CSV input, whose length is unknown).
+            Defaults to 16.
+        callbacks: list of Keras callbacks.
+        verbose: Keras' `fit` verbosity. Defaults to "auto".
+
+    Returns:
+        The `History` of the core's `fit` (its logs are keyed by task name as the
+        model's would be).
+
+    Example:
+
+    >>> import pandas as pd
+    >>> from keras_attn.features import infer_features
+    >>> df = pd.DataFrame({"city": ["a", "b"] * 32, "age": [30.0, None] * 32,
+    ...                    "click": [1, 0] * 32})
+    >>> specs = infer_features(df, labels=["click"])
+    >>> model = build_ctr_model(specs, ["click"])
+    >>> history = fit_ctr_model(model, specs, ["click"], df, batch_size=16,
+    ...                         jit_compile=False, verbose=0)
+    >>> len(history.history["loss"])
+    1
+    """
+    from keras_attn.features.dataset import to_dataset
+
+    tasks = _as_tasks(tasks)
+    preprocessor, core = split_ctr_model(model, features)
+    train = to_dataset(
+        data,
+        features,
+        tasks,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        drop_remainder=True,
+        preprocessor=preprocessor,
+    )
+    validation = None
+    if validation_data is not None:
+        validation = to_dataset(
+            validation_data,
+            features,
+            tasks,
+            batch_size=batch_size,
+            preprocessor=preprocessor,
+        )
+    if not KERAS_3 and int(train.cardinality()) < 0:
+        # tf_keras needs a known number of steps for several steps per execution,
+        # and a streamed CSV has none.
+        steps_per_execution = 1
+    compile_ctr_model(
+        core,
+        tasks,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
+    )
+    # The dataset shuffles itself; shuffle=False keeps Keras from warning.
+    history = core.fit(
+        train,
+        epochs=epochs,
+        validation_data=validation,
+        callbacks=callbacks,
+        verbose=verbose,
+        shuffle=False,
+    )
+    compile_ctr_model(model, tasks, optimizer=core.optimizer)
+    return history

@@ -1,6 +1,17 @@
 """Text pipeline on tensorflow-text: tokenizers, sentence splitting, vocabularies."""
 
-from keras_attn.text.datasets import load_review_polarity, load_review_sample
+from keras_attn.text.cloze import fit_aoa_reader, make_cloze_questions
+from keras_attn.text.datasets import (
+    load_ag_news,
+    load_chnsenticorp_htl,
+    load_review_polarity,
+    load_review_sample,
+)
+from keras_attn.text.pretraining import (
+    mask_tokens,
+    pack_sentence_pairs,
+    pretraining_dataset,
+)
 from keras_attn.text.tokenizers import (
     PAD,
     SHIPPED_VOCABULARIES,
@@ -22,10 +33,17 @@ __all__ = [
     "TextClassifier",
     "Tokenizer",
     "build_vocabulary",
+    "fit_aoa_reader",
     "fit_text_classifier",
+    "load_ag_news",
+    "load_chnsenticorp_htl",
     "load_review_polarity",
     "load_review_sample",
     "load_vocabulary",
+    "make_cloze_questions",
+    "mask_tokens",
+    "pack_sentence_pairs",
+    "pretraining_dataset",
     "split_sentences",
     "split_words",
     "stratified_split",

@@ -178,12 +178,14 @@ def fit_text_classifier(
     compile_text_classifier(net, learning_rate=learning_rate)
 
     def dataset(xs, ys, shuffle):
+        # Tokenized once (not every epoch): the ids are small next to the model.
         y = encode(ys)
-        ds = tf.data.Dataset.from_tensor_slices((list(xs), y))
+        ids = _tokenize_all(tokenizer, list(xs))
+        ds = tf.data.Dataset.from_tensor_slices((ids, y))
         if shuffle:
             ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
         ds = ds.batch(batch_size).map(
-            lambda t, y: (tokenizer.tokenize(t), {"probabilities": y, "label": y}),
+            lambda t, y: (t, {"probabilities": y, "label": y}),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         return ds.prefetch(tf.data.AUTOTUNE)
@@ -225,6 +227,15 @@ def fit_text_classifier(
             np.mean(probs.argmax(-1) == encode(validation_labels))
         )
     return result
+
+
+def _tokenize_all(tokenizer, texts, batch_size=256):
+    """Token ids of all `texts` as one NumPy array (tokenized in batches)."""
+    parts = [
+        tokenizer.tokenize(tf.constant(texts[i : i + batch_size])).numpy()
+        for i in range(0, len(texts), batch_size)
+    ]
+    return np.concatenate(parts) if parts else np.zeros((0,), "int64")
 
 
 def _metric_prefixed(net) -> bool:
