@@ -1,0 +1,64 @@
+"""Executes each notebook in notebooks/ (small settings) and fails on any error."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _execute(name, tmp_path, monkeypatch):
+    """Runs notebooks/`name` in a kernel of this interpreter; returns its outputs."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("matplotlib")
+    kernelspec = pytest.importorskip("ipykernel.kernelspec")
+    # A kernel spec for this very interpreter, found before any other "python3".
+    prefix = tmp_path / "jupyter"
+    kernelspec.install(kernel_name="keras-attn-test", prefix=str(prefix))
+    spec = (prefix / "share/jupyter/kernels/keras-attn-test/kernel.json").read_text()
+    assert os.path.basename(sys.executable) in spec
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    monkeypatch.setenv("KERAS_ATTN_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = nbclient.NotebookClient(
+        nb,
+        kernel_name="keras-attn-test",
+        timeout=600,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()  # raises CellExecutionError on any failing cell
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    return outputs
+
+
+def _images(outputs):
+    return [o for o in outputs if "image/png" in o.get("data", {})]
+
+
+@pytest.mark.slow
+def test_ctr_notebook_runs(tmp_path, monkeypatch):
+    outputs = _execute("ctr_multitask.ipynb", tmp_path, monkeypatch)
+    assert _images(outputs), "the gate-weight plot was not drawn"
+
+
+@pytest.mark.slow
+def test_bert_notebook_runs(tmp_path, monkeypatch):
+    outputs = _execute("bert_pretraining.ipynb", tmp_path, monkeypatch)
+    assert _images(outputs), "the loss curves were not drawn"
+
+
+@pytest.mark.slow
+def test_document_classification_notebook_runs(tmp_path, monkeypatch):
+    # The notebook exports into a temporary folder and removes it: point the
+    # temporary folder at tmp_path to check that nothing is left behind.
+    exports = tmp_path / "tmp"
+    exports.mkdir()
+    monkeypatch.setenv("TMPDIR", str(exports))
+    outputs = _execute("document_classification.ipynb", tmp_path, monkeypatch)
+    assert len(_images(outputs)) >= 2, "the attention heatmaps were not drawn"
+    assert not list(exports.glob("keras_attn_han_*")), "the export was not removed"
