@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
-from keras_attn.text.layers import PredictedLabel
+from keras_attn.models.text import _check_num_classes, _heads, _rate
 
 __all__ = [
     "BertPretrainer",
@@ -320,23 +320,8 @@ def build_bert_classifier(
         num_classes), "label": (batch,)}`.
     """
     _check_encoder(bert)
-    if (
-        isinstance(num_classes, bool)
-        or not isinstance(num_classes, int)
-        or num_classes < 2
-    ):
-        raise ValueError(
-            "`num_classes` must be an integer >= 2. "
-            f"Received: num_classes={num_classes!r}"
-        )
-    if (
-        isinstance(dropout, bool)
-        or not isinstance(dropout, (int, float))
-        or not 0 <= dropout < 1
-    ):
-        raise ValueError(
-            f"`dropout` must be a float in [0, 1). Received: dropout={dropout!r}"
-        )
+    _check_num_classes(num_classes)
+    _rate("dropout", dropout)
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(
             f"`class_names` must have `num_classes`={num_classes} names. "
@@ -353,10 +338,9 @@ def build_bert_classifier(
 
     # Heads
     x = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
-    probabilities = keras.layers.Dense(
-        num_classes, activation="softmax", dtype="float32", name="probabilities"
-    )(x)
-    label = PredictedLabel(class_names, name="label")(probabilities)
+    dense, predicted = _heads(num_classes, class_names)
+    probabilities = dense(x)
+    label = predicted(probabilities)
     return keras.Model(
         {"token_ids": ids, "segment_ids": segments},
         {"probabilities": probabilities, "label": label},
