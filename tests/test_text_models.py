@@ -160,3 +160,18 @@ def test_validation_errors():
         build_transformer_classifier(10, 2, 4, hidden_dim=10, num_heads=4)
     with pytest.raises(ValueError, match="dropout"):
         build_transformer_classifier(10, 2, 4, dropout=1.5)
+
+
+def test_widths_must_divide_into_heads():
+    from keras_attn.models.text import build_bert
+
+    with pytest.raises(ValueError, match=r"`hidden_dim` .*hidden_dim=10, num_heads=4"):
+        build_transformer_classifier(30, 2, 8, hidden_dim=10, num_heads=4)
+    with pytest.raises(ValueError, match=r"`hidden_dim` .*hidden_dim=10, num_heads=4"):
+        build_bert(30, sequence_length=8, hidden_dim=10, num_heads=4)
+    with pytest.raises(ValueError, match=r"`embedding_dim` .*embedding_dim=9"):
+        build_han_classifier(
+            30, 2, 3, 4, embedding_dim=9, word_encoder="transformer", num_heads=2
+        )
+    # A GRU word encoder has no heads: any width is fine.
+    build_han_classifier(30, 2, 3, 4, embedding_dim=9, units=4, attention_units=6)

@@ -62,6 +62,14 @@ def _rate(name, value):
         )
 
 
+def _divisible_by_heads(name, value, num_heads):
+    if value % num_heads:
+        raise ValueError(
+            f"`{name}` must be divisible by `num_heads`. Received: "
+            f"{name}={value}, num_heads={num_heads}"
+        )
+
+
 def _choice(name, value, choices):
     if value not in choices:
         raise ValueError(
@@ -181,11 +189,8 @@ def build_han_classifier(
     _choice("word_encoder", word_encoder, WORD_ENCODERS)
     _rate("dropout", dropout)
     _rate("embedding_dropout", embedding_dropout)
-    if word_encoder == "transformer" and embedding_dim % num_heads:
-        raise ValueError(
-            "`embedding_dim` must be divisible by `num_heads`. Received: "
-            f"embedding_dim={embedding_dim}, num_heads={num_heads}"
-        )
+    if word_encoder == "transformer":
+        _divisible_by_heads("embedding_dim", embedding_dim, num_heads)
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(
             f"`class_names` must have num_classes={num_classes} names. "
@@ -335,11 +340,7 @@ def build_transformer_classifier(
     _choice("positions", positions, POSITIONS)
     _choice("pooling", pooling, TRANSFORMER_POOLINGS)
     _rate("dropout", dropout)
-    if hidden_dim % num_heads:
-        raise ValueError(
-            "`hidden_dim` must be divisible by `num_heads`. Received: "
-            f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-        )
+    _divisible_by_heads("hidden_dim", hidden_dim, num_heads)
 
     # Inputs
     ids = keras.Input(shape=(sequence_length,), dtype="int32", name="token_ids")
@@ -518,11 +519,7 @@ def build_bert(
     _positive("intermediate_dim", intermediate_dim, allow_none=True)
     _positive("embedding_dim", embedding_dim, allow_none=True)
     _rate("dropout", dropout)
-    if hidden_dim % num_heads:
-        raise ValueError(
-            "`hidden_dim` must be divisible by `num_heads`. Received: "
-            f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-        )
+    _divisible_by_heads("hidden_dim", hidden_dim, num_heads)
 
     # Inputs
     ids = keras.Input(shape=(sequence_length,), dtype="int32", name="token_ids")
