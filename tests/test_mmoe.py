@@ -95,7 +95,13 @@ def test_golden_softmax_gate():
 
 
 def test_golden_attention_gate_scaled_dot():
-    layer = MMoE(TASKS, num_experts=3, expert_units=(4,), gate="attention")
+    layer = MMoE(
+        TASKS,
+        num_experts=3,
+        expert_units=(4,),
+        gate="attention",
+        gate_score="scaled_dot",
+    )
     x = _x(batch=4)
     outputs, gates = layer(x, return_gate_weights=True)
     kernel, bias = layer.expert_layers[0]
@@ -110,6 +116,60 @@ def test_golden_attention_gate_scaled_dot():
         np.testing.assert_allclose(
             _np(outputs[task]), np.einsum("be,beu->bu", g, h), rtol=1e-5, atol=1e-6
         )
+
+
+@pytest.mark.parametrize("score", ["dot", "scaled_dot", "general"])
+def test_golden_attention_gate_linear_scores(score):
+    # These scores run folded (contexts through the key projection); the golden
+    # forms the keys and scores them as the paper's attention does.
+    layer = MMoE(
+        TASKS, num_experts=3, expert_units=(6, 4), gate="attention", gate_score=score
+    )
+    x = _x(batch=5, seed=1)
+    outputs, gates = layer(x, return_gate_weights=True)
+    h = x[:, None, :]
+    for kernel, bias in layer.expert_layers:
+        h = np.maximum(np.einsum("bed,edu->beu", h, _np(kernel)) + _np(bias), 0)
+    keys = h @ _np(layer.gate_key_kernel)  # (batch, experts, att)
+    for t, task in enumerate(TASKS):
+        query = _np(layer.gate_context)[t]
+        if score == "general":
+            query = query @ _np(layer.gate_scorer.kernel)
+        scores = np.einsum("a,bea->be", query, keys)
+        if score == "scaled_dot":
+            scores /= math.sqrt(keys.shape[-1])
+        g = _softmax(scores)
+        np.testing.assert_allclose(_np(gates[task]), g, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            _np(outputs[task]), np.einsum("be,beu->bu", g, h), rtol=1e-5, atol=1e-6
+        )
+
+
+@pytest.mark.parametrize(
+    "dim, experts, units",
+    [(6, 3, 5), (512, 2, 520)],  # first-layer kernel below / above the fusing bound
+)
+def test_experts_fused_or_separate_match_per_expert_formula(dim, experts, units):
+    from keras_attn.layers.mmoe import _FUSED_FIRST_LAYER
+
+    assert (dim * experts * units <= _FUSED_FIRST_LAYER) == (dim == 6)
+    layer = MMoE(["a"], num_experts=experts, expert_units=(units, 3))
+    x = _x(batch=4, dim=dim, seed=2)
+    outputs, gates = layer(x, return_gate_weights=True)
+    (k0, b0), (k1, b1) = [(_np(k), _np(b)) for k, b in layer.expert_layers]
+    per_expert = np.stack(
+        [
+            np.maximum(np.maximum(x @ k0[i] + b0[i], 0) @ k1[i] + b1[i], 0)
+            for i in range(experts)
+        ],
+        axis=1,
+    )  # (batch, experts, 3)
+    np.testing.assert_allclose(
+        _np(outputs["a"]),
+        np.einsum("be,beu->bu", _np(gates["a"]), per_expert),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("score", ["dot", "general", "additive", "cosine", "location"])
@@ -146,9 +206,12 @@ def _ple_np(layer, x):
     """PLE from Tang et al.: per level, task experts + shared experts, task gates over
     [own, shared], a shared gate over all (not on the last level)."""
     tasks, m_t = len(layer.tasks), layer.num_task_experts
+    assert layer.gate_score in ("dot", "scaled_dot")  # the forms written out below
+    att = layer.gate_units or layer.expert_units[-1]  # the keys' size
+    scale = 1 / math.sqrt(att) if layer.gate_score == "scaled_dot" else 1.0
     task_in = [x] * tasks
     shared_in = x
-    att = None
+    first = None
     for level, weights in enumerate(layer.levels):
         last = level == layer.num_levels - 1
 
@@ -174,9 +237,9 @@ def _ple_np(layer, x):
             else:
                 keys = cands @ _np(weights["key_kernel"])
                 c = _np(weights["task_context"])[t]
-                g = _softmax(keys @ c / math.sqrt(keys.shape[-1]))
+                g = _softmax(keys @ c * scale)
             new_task.append(np.einsum("be,beu->bu", g, cands))
-            att = g if t == 0 else att
+            first = g if t == 0 else first
         if not last:
             cands = np.stack([e for row in own for e in row] + shared, axis=1)
             if layer.gate == "softmax":
@@ -184,14 +247,17 @@ def _ple_np(layer, x):
             else:
                 keys = cands @ _np(weights["key_kernel"])
                 c = _np(weights["shared_context"])[0]
-                g = _softmax(keys @ c / math.sqrt(keys.shape[-1]))
+                g = _softmax(keys @ c * scale)
             shared_in = np.einsum("be,beu->bu", g, cands)
         task_in = new_task
-    return task_in, att
+    return task_in, first
 
 
-@pytest.mark.parametrize("gate", ["softmax", "attention"])
-def test_golden_ple(gate):
+@pytest.mark.parametrize(
+    "gate, score",
+    [("softmax", "dot"), ("attention", "dot"), ("attention", "scaled_dot")],
+)
+def test_golden_ple(gate, score):
     layer = PLE(
         ["a", "b", "c"],
         num_shared_experts=2,
@@ -199,6 +265,7 @@ def test_golden_ple(gate):
         num_levels=2,
         expert_units=(5, 4),
         gate=gate,
+        gate_score=score,
     )
     x = _x(batch=4)
     outputs, gates = layer(x, return_gate_weights=True)

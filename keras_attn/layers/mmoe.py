@@ -59,6 +59,12 @@ def _stacked_initializer(initializer, leading: int):
     return init
 
 
+# Gate scores linear in the key, whose task contexts fold into the key projection.
+_LINEAR_SCORES = ("dot", "scaled_dot", "general")
+# Largest first-layer expert kernel (values) that runs as one fused matmul.
+_FUSED_FIRST_LAYER = 2**19
+
+
 def _softmax(logits, axis=-1):
     # float16 logits overflow exp() far sooner than float32.
     return tf.cast(tf.nn.softmax(tf.cast(logits, tf.float32), axis=axis), logits.dtype)
@@ -226,7 +232,9 @@ class MMoE(_ExpertsMixin, Layer):
         gate: str. "softmax" or "attention". Defaults to "softmax".
         gate_score: str. The `AttentionScore` of the "attention" gate: "dot",
             "scaled_dot", "general", "additive", "cosine" or "location". Defaults to
-            "scaled_dot".
+            "dot": with only a few experts to weigh, the unscaled score lets gates
+            sharpen sooner, and on census-income it beat "scaled_dot" and the
+            softmax gate (benchmarks/RESULTS.md, bench_ctr).
         expert: optional Keras layer (or its serialized config) mapping
             `(batch, dim)` to `(batch, units)`; replaces the dense experts.
         dropout: float. Dropout rate after each dense expert layer. Defaults to 0.0.
@@ -265,7 +273,7 @@ class MMoE(_ExpertsMixin, Layer):
         num_experts: int,
         expert_units=(64,),
         gate: str = "softmax",
-        gate_score: str = "scaled_dot",
+        gate_score: str = "dot",
         expert=None,
         dropout: float = 0.0,
         gate_units: int | None = None,
@@ -358,6 +366,8 @@ class MMoE(_ExpertsMixin, Layer):
                 tf.matmul(inputs, kernel), [-1, len(self.tasks), self.num_experts]
             )
             gates = _softmax(logits)  # (batch, tasks, experts)
+        elif self.gate_score in _LINEAR_SCORES:
+            gates = _softmax(self._folded_scores(expert_out))  # (batch, tasks, experts)
         else:
             keys = tf.einsum(
                 "beu,ua->bea", expert_out, tf.cast(self.gate_key_kernel, inputs.dtype)
@@ -374,12 +384,58 @@ class MMoE(_ExpertsMixin, Layer):
             return outputs, {task: gates[:, t] for t, task in enumerate(self.tasks)}
         return outputs
 
+    def _folded_scores(self, expert_out):
+        """Gate scores `(batch, tasks, experts)` for the scores linear in the key.
+
+        The query (each task's context) does not depend on the example, and
+        `score(c_t, W_k e) = (W_k q_t) · e` with `q_t = c_t` ("dot"),
+        `c_t / sqrt(att)` ("scaled_dot") or `c_t W` ("general"): the contexts fold
+        into one `(units, tasks)` matrix, and the keys `(batch, experts, att)` are
+        never formed. One `(batch * experts, units) x (units, tasks)` matmul instead
+        of two batched ones: the same function, computed in fewer operations.
+        """
+        dtype = expert_out.dtype
+        query = tf.cast(self.gate_context, dtype)  # (tasks, att)
+        if self.gate_score == "general":
+            query = tf.matmul(query, tf.cast(self.gate_scorer.kernel, dtype))
+        elif self.gate_score == "scaled_dot":
+            query = query * (1.0 / math.sqrt(self.gate_context.shape[-1]))
+        key_kernel = tf.cast(self.gate_key_kernel, dtype)  # (units, att)
+        folded = tf.matmul(key_kernel, query, transpose_b=True)  # (units, tasks)
+        scores = tf.matmul(tf.reshape(expert_out, [-1, self._units]), folded)
+        scores = tf.reshape(scores, [-1, self.num_experts, len(self.tasks)])
+        return tf.transpose(scores, [0, 2, 1])
+
     def _separate_experts(self, inputs, training):
-        """(batch, experts, units). Each depth's weights are one stacked variable;
-        on CPU one matmul per expert measured faster than one batched einsum (see
-        benchmarks/RESULTS.md), and XLA fuses either."""
+        """(batch, experts, units). Each depth's weights are one stacked variable.
+
+        The first layer reads the same input for every expert. While its kernels
+        are small (`dim * experts * units` up to `_FUSED_FIRST_LAYER` values) they run
+        as one `(batch, dim) x (dim, experts * units)` matmul: at census-MMoE sizes
+        (319 x 8 x 64) that measured faster than one matmul per expert. Larger
+        kernels, and the deeper layers (one input per expert), run one matmul per
+        expert, which on CPU measured faster than one batched einsum (see
+        benchmarks/RESULTS.md); XLA fuses either.
+        """
+        layers = self.expert_layers
         hidden = [inputs] * self.num_experts
-        for kernel, bias in self.expert_layers:
+        kernel, bias = layers[0]
+        if math.prod(kernel.shape) <= _FUSED_FIRST_LAYER:
+            dim, units = kernel.shape[1], kernel.shape[2]
+            # (experts, dim, units) -> (dim, experts * units), expert-major columns.
+            fused = tf.reshape(
+                tf.transpose(tf.cast(kernel, inputs.dtype), [1, 0, 2]),
+                [dim, self.num_experts * units],
+            )
+            out = tf.reshape(
+                tf.matmul(inputs, fused), [-1, self.num_experts, units]
+            ) + tf.cast(bias, inputs.dtype)
+            out = self._dropout(self._activation_fn(out), training)
+            if len(layers) == 1:
+                return out
+            hidden = tf.unstack(out, num=self.num_experts, axis=1)
+            layers = layers[1:]
+        for kernel, bias in layers:
             kernels = tf.unstack(tf.cast(kernel, inputs.dtype), num=self.num_experts)
             biases = tf.unstack(tf.cast(bias, inputs.dtype), num=self.num_experts)
             hidden = [
@@ -424,7 +480,7 @@ class PLE(_ExpertsMixin, Layer):
             (64,).
         gate: str. "softmax" or "attention". Defaults to "softmax".
         gate_score: str. The `AttentionScore` of the "attention" gates. Defaults to
-            "scaled_dot".
+            "dot", as for `MMoE`.
         dropout: float. Dropout rate after each expert layer. Defaults to 0.0.
         gate_units: int. Size of the attention gates' keys and contexts. Defaults to
             the experts' output size.
@@ -461,7 +517,7 @@ class PLE(_ExpertsMixin, Layer):
         num_levels: int = 2,
         expert_units=(64,),
         gate: str = "softmax",
-        gate_score: str = "scaled_dot",
+        gate_score: str = "dot",
         dropout: float = 0.0,
         gate_units: int | None = None,
         expert_activation="relu",
