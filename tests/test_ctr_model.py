@@ -272,3 +272,33 @@ def test_fit_ctr_model_under_xla_matches_the_raw_model():
         np.testing.assert_allclose(
             core(preprocessor(_rows()))[name].numpy(), value.numpy(), atol=1e-6
         )
+
+
+def test_fit_ctr_model_epochs_are_full_batches_of_the_rows():
+    df = _synthetic(250)
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(specs, ["click", "buy"], **TINY)
+    counts = []
+
+    class Count(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            counts.append(0)
+
+        def on_train_batch_end(self, batch, logs=None):
+            counts[-1] += 1
+
+    fit_ctr_model(
+        model,
+        specs,
+        ["click", "buy"],
+        df,
+        epochs=3,
+        batch_size=100,
+        jit_compile=False,
+        steps_per_execution=1,
+        callbacks=[Count()],
+        verbose=0,
+    )
+    assert counts == [2, 2, 2]  # 250 rows: two full batches of 100 per epoch
+    with pytest.raises(ValueError, match=r"250 rows, batch_size=256"):
+        fit_ctr_model(model, specs, ["click", "buy"], df, batch_size=256, verbose=0)
