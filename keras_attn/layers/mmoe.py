@@ -418,9 +418,10 @@ class MMoE(_ExpertsMixin, Layer):
         benchmarks/RESULTS.md); XLA fuses either.
         """
         layers = self.expert_layers
-        hidden = [inputs] * self.num_experts
         kernel, bias = layers[0]
-        if math.prod(kernel.shape) <= _FUSED_FIRST_LAYER:
+        if math.prod(kernel.shape) > _FUSED_FIRST_LAYER:
+            hidden = [inputs] * self.num_experts
+        else:
             dim, units = kernel.shape[1], kernel.shape[2]
             # (experts, dim, units) -> (dim, experts * units), expert-major columns.
             fused = tf.reshape(

@@ -568,11 +568,13 @@ def fit_ctr_model(
     >>> len(history.history["loss"])
     1
     """
+    import pandas as pd
+
     from keras_attn.features.dataset import to_dataset
 
     tasks = _as_tasks(tasks)
     steps = None
-    if hasattr(data, "columns"):  # a DataFrame: its number of batches is known
+    if isinstance(data, pd.DataFrame):  # as to_dataset tells it from CSV paths
         steps = len(data) // batch_size
         if steps == 0:
             raise ValueError(
