@@ -49,7 +49,8 @@ def _step(layer, x, jit_compile: bool, fused: bool):
     return step
 
 
-def _median_ms(step, rounds_out: list):
+def _time_round(step, rounds_out: list):
+    """Appends one round's mean ms per step (20 steps); run() takes the median."""
     start = time.perf_counter()
     for _ in range(20):
         grads = step()
@@ -70,7 +71,7 @@ def run(rounds: int) -> str:
             times = {True: [], False: []}
             for _ in range(rounds):
                 for fused, step in steps.items():
-                    _median_ms(step, times[fused])
+                    _time_round(step, times[fused])
             fused_ms = statistics.median(times[True])
             separate_ms = statistics.median(times[False])
             chosen = (

@@ -234,7 +234,7 @@ class MMoE(_ExpertsMixin, Layer):
             "scaled_dot", "general", "additive", "cosine" or "location". Defaults to
             "dot": with only a few experts to weigh, the unscaled score lets gates
             sharpen sooner, and on census-income it beat "scaled_dot" and the
-            softmax gate (benchmarks/RESULTS.md, bench_ctr).
+            softmax gate (benchmarks/RESULTS.md, bench_ctr_gate_score).
         expert: optional Keras layer (or its serialized config) mapping
             `(batch, dim)` to `(batch, units)`; replaces the dense experts.
         dropout: float. Dropout rate after each dense expert layer. Defaults to 0.0.
