@@ -5,6 +5,7 @@ import pytest
 
 from keras_attn.backend import keras, tf
 from keras_attn.models.text import bert_checkpoint_map, build_bert, load_bert_checkpoint
+from tests.test_transformer import _torch_encoder_layer
 
 V, P, H, INTER, LAYERS, HEADS = 23, 10, 8, 16, 2, 2
 
@@ -119,6 +120,27 @@ def test_every_checkpoint_weight_lands_where_it_should(tmp_path):
     padded[0, :3] = ids
     got = probe({"token_ids": padded, "segment_ids": np.zeros_like(padded)})
     np.testing.assert_allclose(np.asarray(got)[0, :3], expected, atol=1e-5)
+
+
+def test_loaded_layer_matches_google_bert_layer_in_numpy(tmp_path):
+    """A layer of the loaded model against BERT's layer written out in NumPy, with
+    the tanh GELU of Google's modeling.py and its LayerNorm epsilon 1e-12."""
+    prefix, _ = _write_v1_checkpoint(tmp_path / "bert_model.ckpt")
+    model = _bert(dropout=0.0)
+    load_bert_checkpoint(model, prefix)
+    block = model.get_layer("transformer_layer_0")
+    assert block.activation == "gelu_approximate"
+    probe = keras.Model(
+        model.inputs,
+        [model.get_layer("embeddings_norm").output, block.output],
+    )
+    ids = np.zeros((2, P), "int32")
+    ids[0, :6], ids[1, :3] = [1, 5, 7, 2, 9, 3], [4, 8, 2]
+    embeddings, got = probe({"token_ids": ids, "segment_ids": np.zeros_like(ids)})
+    expected = _torch_encoder_layer(
+        block, np.asarray(embeddings, "float64"), key_padding=ids == 0, eps=1e-12
+    )
+    np.testing.assert_allclose(np.asarray(got), expected, atol=1e-4, rtol=1e-4)
 
 
 def test_missing_variable_and_factorized_model_raise(tmp_path):

@@ -14,6 +14,7 @@ from keras_attn.features import (
     infer_features,
     to_dataset,
 )
+from keras_attn.layers import AttentionSequencePooling
 from keras_attn.models import Task, build_ctr_model, compile_ctr_model
 from keras_attn.models.ctr import fit_ctr_model, gate_weights_model, split_ctr_model
 
@@ -128,11 +129,15 @@ def test_din_single_task_shares_the_item_table():
         tower_units=(),
         din_hidden_units=(8,),
     )
-    assert model.get_layer("hist_item_din_pooling") is not None
+    poolings = [x for x in model.layers if isinstance(x, AttentionSequencePooling)]
+    assert [p.name for p in poolings] == ["hist_item_din_pooling"]
     table = model.get_layer("item_embedding")
     assert table.input_dim == 5  # 4 items + 1 OOV bucket, for candidate and history
     out = model(_din_rows(["i1|i2|i3|i4", "", "i9"]))["click"].numpy()
     assert np.isfinite(out).all()  # an empty history pools to zeros, not NaN
+    # The history reaches the output: another history, same candidate and user.
+    other = model(_din_rows(["i2|i3", "i4", "i9"]))["click"].numpy()
+    assert np.abs(other[:2] - out[:2]).max() > 1e-6
     # Truncation keeps the 3 most recent ids: an older id changes nothing.
     a = model(_din_rows(["i4|i2|i3|i1"]))["click"].numpy()
     b = model(_din_rows(["i1|i2|i3|i1"]))["click"].numpy()

@@ -30,13 +30,19 @@ def _ln(x, gamma, beta, eps=1e-5):
 def _act(name, x):
     if name == "relu":
         return np.maximum(x, 0)
+    if name == "gelu_approximate":
+        # Google BERT's modeling.gelu.
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     return 0.5 * x * (1 + erf(x / np.sqrt(2)))
 
 
-def _torch_encoder_layer(block, x, key_padding=None, scales=(1, 1, 1, 1)):
+def _torch_encoder_layer(
+    block, x, key_padding=None, scales=(1, 1, 1, 1), eps=1e-5, weights=None
+):
     """PyTorch TransformerEncoderLayer.forward in NumPy. `key_padding`: True = pad.
     `scales` stand in for the four dropouts: attention weights, after attention,
-    after the activation, after the feed-forward."""
+    after the activation, after the feed-forward. `weights`, a list, receives the
+    attention weights (batch, heads, q, k)."""
     a = block.attention
     wq, bq = a.query_dense.kernel.numpy(), a.query_dense.bias.numpy()
     wk, bk = a.key_dense.kernel.numpy(), a.key_dense.bias.numpy()
@@ -57,7 +63,10 @@ def _torch_encoder_layer(block, x, key_padding=None, scales=(1, 1, 1, 1)):
         if key_padding is not None:
             scores = np.where(key_padding[:, None, None, :], -np.inf, scores)
         p = np.exp(scores - scores.max(-1, keepdims=True))
-        p = p / p.sum(-1, keepdims=True) * s_attn
+        p = p / p.sum(-1, keepdims=True)
+        if weights is not None:
+            weights.append(p)
+        p = p * s_attn
         ctx = np.einsum("bhqs,bshk->bqhk", p, v)
         return (np.einsum("bqhk,hkd->bqd", ctx, wo) + bo) * s_sa
 
@@ -66,10 +75,10 @@ def _torch_encoder_layer(block, x, key_padding=None, scales=(1, 1, 1, 1)):
         return (hidden @ w2 + b2) * s_ff
 
     if block.normalize_first:
-        x = x + sa_block(_ln(x, g1, be1))
-        return x + ff_block(_ln(x, g2, be2))
-    x = _ln(x + sa_block(x), g1, be1)
-    return _ln(x + ff_block(x), g2, be2)
+        x = x + sa_block(_ln(x, g1, be1, eps))
+        return x + ff_block(_ln(x, g2, be2, eps))
+    x = _ln(x + sa_block(x), g1, be1, eps)
+    return _ln(x + ff_block(x), g2, be2, eps)
 
 
 @pytest.mark.slow
@@ -105,7 +114,7 @@ def test_encoder_block_harness_pre_ln_gelu():
 
 
 @pytest.mark.parametrize("normalize_first", [False, True])
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_approximate"])
 def test_encoder_block_matches_pytorch_formula(normalize_first, activation):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(3, 6, D)).astype("float32")
@@ -198,14 +207,44 @@ def test_fully_masked_rows_are_finite():
     assert np.all(np.isfinite(out.numpy()))
 
 
-def test_feedforward_golden():
-    x = np.random.default_rng(7).normal(size=(2, 3, D)).astype("float32")
-    layer = FeedForward(intermediate_dim=FF, output_dim=5, activation="gelu")
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_encoder_block_returns_its_attention_weights(normalize_first):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 6, D)).astype("float32")
+    real = np.array([[1] * 6, [1] * 4 + [0] * 2, [0] * 6], bool)
+    block = TransformerEncoderBlock(
+        num_heads=H, intermediate_dim=FF, normalize_first=normalize_first
+    )
+    block(x)
+    _randomize(block, seed=6)
+    out, weights = block(x, padding_mask=real, return_attention_scores=True)
+    np.testing.assert_allclose(
+        out.numpy(), block(x, padding_mask=real).numpy(), atol=1e-6
+    )
+    expected = []
+    _torch_encoder_layer(
+        block, x[:2].astype("float64"), key_padding=~real[:2], weights=expected
+    )
+    assert weights.shape == (3, H, 6, 6)
+    np.testing.assert_allclose(weights.numpy()[:2], expected[0], atol=1e-5)
+    # No real key at all: zero weights, not NaN or uniform.
+    np.testing.assert_array_equal(weights.numpy()[2], 0.0)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_approximate"])
+def test_feedforward_golden(activation):
+    x = np.random.default_rng(7).normal(size=(2, 3, D)).astype("float32") * 2
+    layer = FeedForward(intermediate_dim=FF, output_dim=5, activation=activation)
     got = layer(x).numpy()
     w1, b1 = layer.intermediate_dense.kernel.numpy(), layer.intermediate_dense.bias
     w2, b2 = layer.output_dense.kernel.numpy(), layer.output_dense.bias
-    expected = _act("gelu", x @ w1 + b1.numpy()) @ w2 + b2.numpy()
+    hidden = x @ w1 + b1.numpy()
+    expected = _act(activation, hidden) @ w2 + b2.numpy()
     np.testing.assert_allclose(got, expected, atol=1e-5)
+    if activation == "gelu_approximate":
+        # The two forms differ by up to ~1e-3 here: the test tells them apart.
+        other = _act("gelu", hidden) @ w2 + b2.numpy()
+        assert np.abs(other - expected).max() > 1e-4
 
 
 @pytest.mark.slow

@@ -217,9 +217,13 @@ class MMoE(_ExpertsMixin, Layer):
       the keys and (unprojected) the values:
       `g_t = softmax_i(score(c_t, W_k e_i(x)))`, with `score` any `AttentionScore`.
 
-    Dense experts are `len(expert_units)` layers; all experts run as one einsum per
-    layer. Any Keras layer may be given as `expert` instead: it is cloned from its
-    config, once per expert.
+    Dense experts are `len(expert_units)` layers, each depth's kernels stacked in
+    one variable. The first layer runs as one fused `(batch, dim) x (dim, experts *
+    units)` matmul while its kernels are small, and as one matmul per expert when
+    they are larger; deeper layers run one matmul per expert (the sizes where each
+    measured faster are in `benchmarks/RESULTS.md`, bench_mmoe_experts). Any Keras
+    layer may be given as `expert` instead: it is cloned from its config, once per
+    expert.
 
     Ma et al., "Modeling Task Relationships in Multi-task Learning with Multi-gate
     Mixture-of-Experts", KDD 2018.

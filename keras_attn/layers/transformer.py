@@ -13,14 +13,15 @@ from keras_attn.layers._checks import (
 from keras_attn.layers.attention import _as_bool
 from keras_attn.layers.multi_head import MultiHeadAttention
 
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "gelu_approximate")
 
 
 def _activation(name, x):
     if name == "relu":
         return tf.nn.relu(x)
-    # PyTorch's "gelu" is the exact (erf) form.
-    return tf.nn.gelu(x, approximate=False)
+    # PyTorch's "gelu" is the exact (erf) form; Google's BERT uses the tanh
+    # approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    return tf.nn.gelu(x, approximate=name == "gelu_approximate")
 
 
 def _check_feature_shape(name, shape):
@@ -44,7 +45,8 @@ class FeedForward(Layer):
     Args:
         intermediate_dim: int. Width of the hidden layer (`dim_feedforward`).
         output_dim: int. Width of the output. Defaults to the input's dim.
-        activation: str. "relu" or "gelu" (exact, erf-based). Defaults to "relu".
+        activation: str. "relu", "gelu" (exact, erf-based, PyTorch's) or
+            "gelu_approximate" (the tanh form of Google's BERT). Defaults to "relu".
         dropout: float. Dropout rate after the activation. Defaults to 0.0.
         kernel_initializer: initializer of the kernels. Defaults to "glorot_uniform".
         bias_initializer: initializer of the biases. Defaults to "zeros".
@@ -148,7 +150,8 @@ class TransformerEncoderBlock(Layer):
         num_heads: int. Number of attention heads; must divide the input dim.
         intermediate_dim: int. Width of the feed-forward layer. Defaults to 2048.
         dropout: float. Dropout rate everywhere. Defaults to 0.1.
-        activation: str. "relu" or "gelu". Defaults to "relu".
+        activation: str. "relu", "gelu" (exact) or "gelu_approximate" (tanh form).
+            Defaults to "relu".
         normalize_first: bool. Pre-LN instead of post-LN. Defaults to False.
         layer_norm_epsilon: float. LayerNorm epsilon. Defaults to 1e-5.
         kernel_initializer: initializer of every kernel. Defaults to
@@ -164,10 +167,15 @@ class TransformerEncoderBlock(Layer):
             position i may attend to j (the negation of PyTorch's boolean `src_mask`).
         training: bool, whether dropout is active.
         use_causal_mask: bool. Position i attends only to j <= i. Defaults to False.
+        return_attention_scores: bool. Also return the self-attention weights.
+            Defaults to False.
 
     Returns:
         `(batch, seq_len, dim)`. Padded positions are computed like real ones (as in
-        PyTorch) and never influence the real ones.
+        PyTorch) and never influence the real ones. With
+        `return_attention_scores=True`, a tuple of that and the weights
+        `(batch, num_heads, seq_len, seq_len)` (zero on padded keys; a row with no
+        real key is all zeros).
 
     Example:
 
@@ -268,15 +276,17 @@ class TransformerEncoderBlock(Layer):
 
     def _self_attention(self, x, padding_mask, attention_mask, training, causal):
         # PyTorch masks keys only (key_padding_mask): padded queries still attend.
-        x = self.attention(
+        # Returns (output, weights (batch, heads, seq_len, seq_len)).
+        x, weights = self.attention(
             x,
             x,
             value_mask=padding_mask,
             attention_mask=attention_mask,
             training=training,
             use_causal_mask=causal,
+            return_attention_scores=True,
         )
-        return self.attention_output_dropout(x, training=training)
+        return self.attention_output_dropout(x, training=training), weights
 
     def _feedforward(self, x, training):
         x = self.feedforward(x, training=training)
@@ -290,6 +300,7 @@ class TransformerEncoderBlock(Layer):
         mask=None,
         training=None,
         use_causal_mask=False,
+        return_attention_scores=False,
     ):
         inputs = self.cast_inputs(inputs)
         if padding_mask is None:
@@ -297,22 +308,23 @@ class TransformerEncoderBlock(Layer):
         padding_mask, attention_mask = _as_bool(padding_mask), _as_bool(attention_mask)
         x = inputs
         if self.normalize_first:
-            x = x + self._self_attention(
+            attended, weights = self._self_attention(
                 self.attention_norm(x),
                 padding_mask,
                 attention_mask,
                 training,
                 use_causal_mask,
             )
+            x = x + attended
             x = x + self._feedforward(self.feedforward_norm(x), training)
         else:
-            x = self.attention_norm(
-                x
-                + self._self_attention(
-                    x, padding_mask, attention_mask, training, use_causal_mask
-                )
+            attended, weights = self._self_attention(
+                x, padding_mask, attention_mask, training, use_causal_mask
             )
+            x = self.attention_norm(x + attended)
             x = self.feedforward_norm(x + self._feedforward(x, training))
+        if return_attention_scores:
+            return x, weights
         return x
 
     def compute_mask(self, inputs, mask=None):
@@ -351,7 +363,8 @@ class SharedTransformerEncoder(Layer):
         num_heads: int. Attention heads of each block. Defaults to 12.
         intermediate_dim: int. Feed-forward width of each block. Defaults to 3072.
         dropout: float. Dropout rate of each block. Defaults to 0.1.
-        activation: str. "relu" or "gelu". Defaults to "gelu" (ALBERT's).
+        activation: str. "relu", "gelu" (exact) or "gelu_approximate" (tanh
+            form). Defaults to "gelu".
         normalize_first: bool. Pre-LN blocks. Defaults to False.
         layer_norm_epsilon: float. LayerNorm epsilon. Defaults to 1e-5.
         kernel_initializer: initializer of every kernel. Defaults to

@@ -19,6 +19,7 @@ from keras_attn.models.ctr import (
 )
 from keras_attn.models.text import (
     bert_checkpoint_map,
+    build_aoa_reader,
     build_bert,
     build_han_classifier,
     build_text_serving_model,
@@ -36,6 +37,7 @@ __all__ = [
     "MaskedLMLoss",
     "Task",
     "bert_checkpoint_map",
+    "build_aoa_reader",
     "build_bert",
     "build_bert_classifier",
     "build_bert_pretrainer",

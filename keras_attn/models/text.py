@@ -471,14 +471,17 @@ def build_bert(
     share_layers: bool = False,
     dropout: float = 0.1,
     layer_norm_epsilon: float = 1e-12,
+    activation: str = "gelu_approximate",
     name: str = "bert",
 ):
     """BERT / ALBERT encoder: token + segment + position embeddings, then blocks.
 
     `LN(E_tok[ids] + E_seg[segments] + E_pos)` -> dropout -> `num_layers` post-LN
-    `TransformerEncoderBlock`s (GELU) -> `sequence_output`; the `[CLS]` vector
-    through a tanh dense layer is `pooled_output`. `embedding_dim` factorizes the
-    token embedding and `share_layers` applies one block at every depth (ALBERT).
+    `TransformerEncoderBlock`s (GELU, by default in the tanh form of Google's
+    release, so its checkpoints give their numbers) -> `sequence_output`; the
+    `[CLS]` vector through a tanh dense layer is `pooled_output`. `embedding_dim`
+    factorizes the token embedding and `share_layers` applies one block at every
+    depth (ALBERT).
     Layer names follow the roles of Google's checkpoint (`load_bert_checkpoint`).
 
     Paper: "BERT", Devlin et al., NAACL 2019; "ALBERT", Lan et al., ICLR 2020.
@@ -495,6 +498,8 @@ def build_bert(
         share_layers: bool. ALBERT cross-layer sharing. Defaults to False.
         dropout: float. Dropout everywhere. Defaults to 0.1.
         layer_norm_epsilon: float. Defaults to 1e-12 (BERT's).
+        activation: str. Feed-forward activation: "gelu_approximate" (Google's
+            tanh form), "gelu" (exact) or "relu". Defaults to "gelu_approximate".
         name: str. Model name. Defaults to "bert".
 
     Returns:
@@ -550,7 +555,7 @@ def build_bert(
             num_heads=num_heads,
             intermediate_dim=intermediate_dim or 4 * hidden_dim,
             dropout=dropout,
-            activation="gelu",
+            activation=activation,
             layer_norm_epsilon=layer_norm_epsilon,
             name=f"transformer_layer_{index}",
         )

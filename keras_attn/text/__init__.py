@@ -1,6 +1,11 @@
 """Text pipeline on tensorflow-text: tokenizers, sentence splitting, vocabularies."""
 
-from keras_attn.text.cloze import fit_aoa_reader, make_cloze_questions
+from keras_attn.text.cloze import (
+    encode_cloze,
+    fit_aoa_reader,
+    make_cloze_questions,
+    most_frequent_candidate,
+)
 from keras_attn.text.datasets import (
     load_ag_news,
     load_chnsenticorp_htl,
@@ -33,6 +38,7 @@ __all__ = [
     "TextClassifier",
     "Tokenizer",
     "build_vocabulary",
+    "encode_cloze",
     "fit_aoa_reader",
     "fit_text_classifier",
     "load_ag_news",
@@ -42,6 +48,7 @@ __all__ = [
     "load_vocabulary",
     "make_cloze_questions",
     "mask_tokens",
+    "most_frequent_candidate",
     "pack_sentence_pairs",
     "pretraining_dataset",
     "split_sentences",
