@@ -12,6 +12,7 @@ import sys
 from keras_attn import __version__
 from keras_attn.cli_ctr import add_quickstart, add_train
 from keras_attn.cli_text import add_train_text
+from keras_attn.startup import import_tensorflow
 
 
 def _layers(args: argparse.Namespace) -> int:
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # Before any command imports TensorFlow: its native start-up lines (oneDNN,
+    # CUDA) stay off the terminal unless the user set TF_CPP_MIN_LOG_LEVEL.
+    import_tensorflow()
     return args.func(args)
 
 
