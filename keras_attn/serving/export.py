@@ -138,8 +138,17 @@ def export(
     return target
 
 
+# The tf-text ops a text export's graph uses; their kernels are registered by
+# importing tensorflow_text before the graph is loaded.
+_TEXT_OPS = (b"FastBertNormalize", b"FastWordpieceTokenizeWithOffsets")
+
+
 def load_serving_fn(path: str | Path):
-    """The `serving_default` function of an export (TensorFlow alone)."""
+    """The `serving_default` function of an export (TensorFlow alone, plus
+    tensorflow-text for a text export, imported here when its graph needs it)."""
+    graph = (Path(path) / "saved_model.pb").read_bytes()
+    if any(op in graph for op in _TEXT_OPS):
+        import tensorflow_text  # noqa: F401  (registers the ops)
     loaded = tf.saved_model.load(str(path))
     fn = loaded.signatures["serving_default"]
     fn._keras_attn_owner = loaded  # keep the loaded object (and its tables) alive

@@ -25,12 +25,29 @@ truncated and an empty string gives all padding; nothing raises on content.
 from __future__ import annotations
 
 import collections
+import importlib
 from collections.abc import Iterable
 from pathlib import Path
 
-import tensorflow_text as tf_text
-
 from keras_attn.backend import Layer, keras, register, tf
+
+
+class _OnFirstUse:
+    """A module imported when one of its attributes is first read.
+
+    tensorflow-text is needed only when a tokenizer is built; importing it lazily
+    keeps it out of the processes that import the text models' classes but never
+    tokenize (a CTR job that imports `keras_attn.models`).
+    """
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+tf_text = _OnFirstUse("tensorflow_text")
 
 __all__ = [
     "PAD",
