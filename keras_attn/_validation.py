@@ -14,7 +14,9 @@ __all__ = [
     "check_batch_sizes",
     "check_bool",
     "check_choice",
+    "check_divisible",
     "check_finite",
+    "check_ids",
     "check_int",
     "check_mask_shape",
     "check_positive_int",
@@ -127,6 +129,15 @@ def check_choice(name: str, value, choices, where=None):
     return value
 
 
+def check_divisible(name: str, value, divisor_name: str, divisor) -> None:
+    """`value` must be a multiple of the argument `divisor_name`'s value."""
+    if value % divisor:
+        raise ValueError(
+            f"`{name}` must be divisible by `{divisor_name}`. Received: "
+            f"{name}={value!r}, {divisor_name}={divisor!r}"
+        )
+
+
 def static_shape(tensor) -> list:
     """The static shape of a tensor (or TensorShape/tuple) as a list, None where
     unknown."""
@@ -173,18 +184,49 @@ def check_mask_shape(name: str, mask, expected: list, tensor_name: str) -> None:
 
 
 def check_batch_sizes(**tensors) -> None:
-    """The static batch sizes (axis 0) of the named tensors must agree.
+    """The batch sizes (axis 0) of the named tensors must agree.
 
-    `check_batch_sizes(query=q, value=v)`; None tensors and unknown sizes are
-    skipped (a dynamic check belongs in the graph: `backend.assert_same_batch`)."""
-    sizes = {}
-    for name, tensor in tensors.items():
-        if tensor is None:
-            continue
-        shape = static_shape(tensor)
-        if shape and shape[0] is not None:
-            sizes[name] = (shape[0], tuple(shape))
-    if len({size for size, _ in sizes.values()}) > 1:
-        names = ", ".join(f"`{n}`" for n in sizes)
-        got = ", ".join(f"{n}.shape={s}" for n, (_, s) in sizes.items())
-        raise ValueError(f"{names} must have the same batch size. Received: {got}")
+    `check_batch_sizes(query=q, value=v)`; None tensors are skipped. Known static
+    sizes are compared here (a `ValueError`); where a size is only known when the
+    graph runs, a `tf.debugging` assertion with the same message is added (an
+    `InvalidArgumentError`; XLA compiles assertions to no-ops, so under
+    `jit_compile=True` a mismatch fails in the op that meets it instead)."""
+    tensors = {n: t for n, t in tensors.items() if t is not None}
+    shapes = {n: static_shape(t) for n, t in tensors.items()}
+    shapes = {n: s for n, s in shapes.items() if s}  # rank 0 or unknown: skipped
+    names = ", ".join(f"`{n}`" for n in shapes)
+    message = f"{names} must have the same batch size. Received: " + ", ".join(
+        f"{n}.shape={tuple(s)}" for n, s in shapes.items()
+    )
+    known = {s[0] for s in shapes.values() if s[0] is not None}
+    if len(known) > 1:
+        raise ValueError(message)
+    if len(shapes) < 2 or all(s[0] is not None for s in shapes.values()):
+        return
+    import tensorflow as tf  # only for tensors: the specs import this module too
+
+    sizes = [tf.shape(tensors[n])[0] for n in shapes]
+    for size in sizes[1:]:
+        tf.debugging.assert_equal(sizes[0], size, message=message)
+
+
+def check_ids(name: str, ids, size: int):
+    """Integer `ids` must lie in `[0, size)`; returns them.
+
+    Eagerly a `ValueError` naming the first bad id; in a graph a `tf.debugging`
+    assertion with the same message (dropped under XLA)."""
+    import tensorflow as tf
+
+    ok = tf.reduce_all((ids >= 0) & (ids < size))
+    if tf.executing_eagerly():
+        if not bool(ok):
+            values = ids.numpy()
+            bad = values[(values < 0) | (values >= size)]
+            raise ValueError(
+                f"`{name}` must hold ids in [0, {size}). Received: an id of "
+                f"{int(bad.flat[0])} in {name}.shape={tuple(values.shape)}"
+            )
+        return ids
+    message = f"`{name}` must hold ids in [0, {size})"
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(ids)

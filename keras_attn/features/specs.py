@@ -19,7 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from keras_attn._validation import check_bool, check_choice, check_finite
+from keras_attn._validation import (
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positive_int,
+)
 
 __all__ = [
     "CategoricalFeature",
@@ -99,22 +104,11 @@ class CategoricalFeature:
                 f"`dtype` of categorical feature {self.name!r} must be one of "
                 f"{list(_CATEGORICAL_DTYPES)}. Received: dtype={self.dtype!r}"
             )
-        for arg in ("num_oov_buckets", "min_frequency"):
-            value = getattr(self, arg)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{arg}` of categorical feature {self.name!r} must be a positive "
-                    f"integer. Received: {arg}={value!r}"
-                )
-        for arg in ("hash_buckets", "max_tokens"):
-            value = getattr(self, arg)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValueError(
-                    f"`{arg}` of categorical feature {self.name!r} must be a positive "
-                    f"integer or None. Received: {arg}={value!r}"
-                )
+        where = f"categorical feature {self.name!r}"
+        check_positive_int("num_oov_buckets", self.num_oov_buckets, where=where)
+        check_positive_int("min_frequency", self.min_frequency, where=where)
+        check_positive_int("hash_buckets", self.hash_buckets, True, where=where)
+        check_positive_int("max_tokens", self.max_tokens, True, where=where)
         if self.hash_buckets is not None and self.vocabulary is not None:
             raise ValueError(
                 f"Categorical feature {self.name!r} takes `hash_buckets` or "
@@ -344,20 +338,13 @@ class SequenceFeature:
 
     def __post_init__(self):
         _check_name(self.name)
+        where = f"sequence feature {self.name!r}"
         if not isinstance(self.shares, str) or not self.shares:
             raise ValueError(
                 f"`shares` of sequence feature {self.name!r} must name a categorical "
                 f"feature. Received: shares={self.shares!r}"
             )
-        if (
-            isinstance(self.max_len, bool)
-            or not isinstance(self.max_len, int)
-            or self.max_len < 1
-        ):
-            raise ValueError(
-                f"`max_len` of sequence feature {self.name!r} must be a positive "
-                f"integer. Received: max_len={self.max_len!r}"
-            )
+        check_positive_int("max_len", self.max_len, where=where)
         if not isinstance(self.separator, str) or len(self.separator) != 1:
             raise ValueError(
                 f"`separator` of sequence feature {self.name!r} must be one "

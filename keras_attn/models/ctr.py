@@ -20,6 +20,7 @@ import dataclasses
 import warnings
 from collections.abc import Sequence
 
+from keras_attn._validation import check_positive_int
 from keras_attn.backend import KERAS_3, keras
 from keras_attn.features.preprocessing import (
     StackColumns,
@@ -572,6 +573,8 @@ def fit_ctr_model(
 
     from keras_attn.features.dataset import to_dataset
 
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("epochs", epochs)
     tasks = _as_tasks(tasks)
     steps = None
     if isinstance(data, pd.DataFrame):  # as to_dataset tells it from CSV paths
