@@ -43,7 +43,7 @@ def _is_number(value) -> bool:
 
 def check_bool(name: str, value, where=None) -> bool:
     """`value` must be a Python (or NumPy) bool: "no" or 1 is not a bool."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
         return bool(value)
     _fail(name, "a bool (True or False)", value, where)
 

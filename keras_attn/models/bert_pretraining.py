@@ -153,6 +153,9 @@ class BertPretrainer(keras.Model):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         _check_encoder(encoder)
+        check_finite(
+            "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
+        )
         self.encoder = encoder
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
@@ -272,6 +275,8 @@ def compile_bert_pretrainer(
         The model.
     """
     check_finite("nsp_weight", nsp_weight, minimum=0)
+    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        check_finite("learning_rate", learning_rate, minimum=0, exclusive_minimum=True)
     model.compile(
         optimizer=optimizer or keras.optimizers.Adam(learning_rate),
         loss={

@@ -9,8 +9,10 @@ a batch of raw strings; `export_text_classifier` writes it for TF Serving.
 from __future__ import annotations
 
 from keras_attn._validation import (
+    check_bool,
     check_choice,
     check_divisible,
+    check_finite,
     check_int,
     check_positive_int,
     check_rate,
@@ -332,7 +334,7 @@ def build_transformer_classifier(
             name=f"transformer_layer_{index}",
         )
 
-    shared = block(0) if share_layers else None
+    shared = block(0) if check_bool("share_layers", share_layers) else None
     layer_outputs = []
     for index in range(num_layers):
         x = (shared or block(index))(x, padding_mask=mask)
@@ -362,6 +364,8 @@ def compile_text_classifier(model, learning_rate: float = 1e-3, **kwargs):
     Targets are class indices, given as `{"probabilities": y}` (the `label` output
     has no loss). Extra keyword arguments go to `model.compile`.
     """
+    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        check_finite("learning_rate", learning_rate, minimum=0, exclusive_minimum=True)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate),
         loss={"probabilities": "sparse_categorical_crossentropy"},
@@ -515,7 +519,7 @@ def build_bert(
             name=f"transformer_layer_{index}",
         )
 
-    shared = block(0) if share_layers else None
+    shared = block(0) if check_bool("share_layers", share_layers) else None
     for index in range(num_layers):
         x = (shared or block(index))(x, padding_mask=mask)
 
