@@ -4,8 +4,8 @@ The attention that started it all: a decoder that, at each output step, attends 
 the encoder's states. `BahdanauAttention` scores the previous decoder state with the
 additive score (Bahdanau et al. 2015); `LuongAttention` scores the current one with the
 dot, general, location or concat score, optionally inside a predicted local window
-(Luong et al. 2015, local-p). `AttentionDecoder` is the RNN decoder around either: teacher
-forcing for training, greedy and beam-search decoding inside the graph (one
+(Luong et al. 2015, local-p). `AttentionDecoder` is the RNN decoder around either:
+teacher forcing for training, greedy and beam-search decoding inside the graph (one
 `tf.while_loop`, batch-parallel) so that a SavedModel decodes by itself.
 """
 
@@ -67,11 +67,6 @@ class _SourceAttention(Layer):
         if single:
             return context[:, 0], weights[:, 0]
         return context, weights
-
-    def compute_output_shape(self, query_shape, value_shape):
-        query_shape, value_shape = static_shape(query_shape), static_shape(value_shape)
-        lead = tuple(query_shape[:-1])
-        return lead + (value_shape[-1],), lead + (value_shape[1],)
 
 
 @register
@@ -478,7 +473,7 @@ class AttentionDecoder(Layer):
     # One step ----------------------------------------------------------------------
 
     def _initial_carry(self, encoder_states, source_mask):
-        """`(state..., feed)`: the cell's states and Luong's h̃_0, each (batch, units)."""
+        """`(states..., feed)`: the cell states and Luong's h̃_0, (batch, units) each."""
         batch = tf.shape(encoder_states)[0]
         dtype = encoder_states.dtype
         if self.bridge_dense is not None:
@@ -507,9 +502,7 @@ class AttentionDecoder(Layer):
             context, weights = self.attention_layer(
                 states[0], encoder_states, value_mask=source_mask
             )
-            output, states = self.cell(
-                tf.concat([embedded, context], axis=-1), states
-            )
+            output, states = self.cell(tf.concat([embedded, context], axis=-1), states)
             features = tf.concat([output, context], axis=-1)
             return features, tuple(states) + (feed,), weights
         # Luong: step (fed the previous attentional state), then attend.
@@ -581,10 +574,6 @@ class AttentionDecoder(Layer):
         weights = tf.transpose(weights.stack(), [1, 0, 2])  # (batch, tgt, src)
         weights.set_shape([None, tgt_len, src_len])
         return logits, weights
-
-    def compute_output_shape(self, target_ids_shape, encoder_states_shape):
-        tgt, enc = static_shape(target_ids_shape), static_shape(encoder_states_shape)
-        return tuple(tgt) + (self.vocabulary_size,)
 
     # Decoding ----------------------------------------------------------------------
 
@@ -747,9 +736,9 @@ class AttentionDecoder(Layer):
             at_t = tf.one_hot(t, max_length, dtype=tf.int32)  # (max_length,)
             ids += tokens[:, tf.newaxis] * at_t
             weights = tf.where(alive[:, tf.newaxis], weights, 0.0)
-            attention += weights[:, tf.newaxis, :] * tf.cast(at_t, tf.float32)[
-                :, tf.newaxis
-            ]
+            attention += (
+                weights[:, tf.newaxis, :] * tf.cast(at_t, tf.float32)[:, tf.newaxis]
+            )
             finished |= tokens == end_token
             return t + 1, carry, tokens, finished, lengths, scores, ids, attention
 
@@ -821,9 +810,11 @@ class AttentionDecoder(Layer):
             ids = by_parent(ids, parent) + tokens[..., tf.newaxis] * at_t
             weights = by_parent(tf.reshape(weights, [batch, k, -1]), parent)
             weights = tf.where(parent_finished[..., tf.newaxis], 0.0, weights)
-            attention = by_parent(attention, parent) + weights[
-                :, :, tf.newaxis, :
-            ] * tf.cast(at_t, tf.float32)[:, tf.newaxis]
+            attention = (
+                by_parent(attention, parent)
+                + weights[:, :, tf.newaxis, :]
+                * tf.cast(at_t, tf.float32)[:, tf.newaxis]
+            )
             carry = tuple(
                 tf.reshape(
                     by_parent(tf.reshape(c, [batch, k, c.shape[-1]]), parent),
