@@ -396,6 +396,7 @@ def fit_seq2seq(
     validation_data=None,
     verbose: int = 0,
     seed: int = 0,
+    callbacks=None,
 ):
     """Trains `model` with teacher forcing on pairs of strings.
 
@@ -412,6 +413,7 @@ def fit_seq2seq(
         validation_data: optional `(sources, targets)`.
         verbose: int. Keras' `fit` verbosity. Defaults to 0.
         seed: int. Shuffling seed. Defaults to 0.
+        callbacks: optional list of Keras callbacks for `fit`.
 
     Returns:
         The Keras `History`.
@@ -444,7 +446,12 @@ def fit_seq2seq(
         )
         validation = tf.data.Dataset.from_tensor_slices((vx, vy)).batch(batch_size)
     return model.fit(
-        data, epochs=epochs, validation_data=validation, verbose=verbose, shuffle=False
+        data,
+        epochs=epochs,
+        validation_data=validation,
+        verbose=verbose,
+        shuffle=False,
+        callbacks=callbacks,
     )
 
 
