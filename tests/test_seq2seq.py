@@ -538,6 +538,7 @@ class _DecodeModule(tf.Module):
         self.decoder = decoder
         self.serve = tf.function(
             self._serve,
+            autograph=False,  # explicit tf.while_loop: nothing to convert
             input_signature=[
                 tf.TensorSpec([None, None, dim], tf.float32, name="encoder_states"),
                 tf.TensorSpec([None, None], tf.bool, name="source_mask"),

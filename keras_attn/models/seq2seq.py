@@ -477,6 +477,7 @@ class _Seq2SeqServing(tf.Module):
         )
         self.serve = tf.function(
             self._serve,
+            autograph=False,  # explicit tf.while_loop: nothing to convert
             input_signature=[tf.TensorSpec([None], tf.string, name="text")],
         )
 
