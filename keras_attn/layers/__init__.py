@@ -12,6 +12,11 @@ from keras_attn.layers.multi_head import MultiHeadAttention, MultiHeadSelfAttent
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from keras_attn.layers.relative import RelativeMultiHeadAttention
 from keras_attn.layers.scores import SCORES, AttentionScore
+from keras_attn.layers.seq2seq import (
+    AttentionDecoder,
+    BahdanauAttention,
+    LuongAttention,
+)
 from keras_attn.layers.transformer import (
     FeedForward,
     SharedTransformerEncoder,
@@ -22,8 +27,10 @@ __all__ = [
     "SCORES",
     "Attention",
     "AttentionOverAttention",
+    "AttentionDecoder",
     "AttentionScore",
     "AttentionSequencePooling",
+    "BahdanauAttention",
     "ContextAttentionPooling",
     "Dice",
     "FactorizedEmbedding",
@@ -32,6 +39,7 @@ __all__ = [
     "HierarchicalAttentionPooling",
     "InteractingLayer",
     "LocalActivationUnit",
+    "LuongAttention",
     "MMoE",
     "MultiHeadAttention",
     "MultiHeadSelfAttention",

@@ -1,0 +1,65 @@
+"""Calls a SavedModel signature in a fresh process that imports TensorFlow alone.
+
+For exports whose signature the harness cannot feed from NumPy arrays (strings in,
+several outputs by name): the child loads `export_dir`, calls the signature with the
+given feeds and asserts that neither keras, tf_keras nor keras_attn got imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+_SCRIPT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+def _keras_modules():
+    return {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
+baseline = _keras_modules()
+export_dir, signature, inputs_path, outputs_path = sys.argv[1:5]
+serve = tf.saved_model.load(export_dir).signatures[signature]
+with np.load(inputs_path) as data:
+    feeds = {k: tf.constant(data[k]) for k in data.files}
+outputs = serve(**feeds)
+# Strings come back as fixed-width bytes: object arrays would need pickle.
+arrays = {k: v.numpy() for k, v in outputs.items()}
+arrays = {k: v.astype(bytes) if v.dtype == object else v for k, v in arrays.items()}
+np.savez(outputs_path, **arrays)
+forbidden = sorted(_keras_modules() - baseline) + sorted(
+    m for m in sys.modules if m.split(".")[0] == "keras_attn"
+)
+print(json.dumps({"forbidden_modules": forbidden[:5]}))
+"""
+
+
+def call_in_tensorflow_only_process(
+    export_dir: str, feeds: dict, signature: str = "serving_default"
+) -> dict:
+    """Returns the signature's outputs as NumPy arrays, computed in a child process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
+        np.savez(in_path, **{k: np.asarray(v) for k, v in feeds.items()})
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        proc = subprocess.run(
+            [sys.executable, "-c", _SCRIPT, export_dir, signature, in_path, out_path],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,  # so the project checkout is not on sys.path
+            timeout=300,
+        )
+        assert proc.returncode == 0, f"reload failed:\n{proc.stderr[-3000:]}"
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert report["forbidden_modules"] == [], report
+        with np.load(out_path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+
+
+__all__ = ["call_in_tensorflow_only_process"]
