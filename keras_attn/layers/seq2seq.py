@@ -11,22 +11,23 @@ teacher forcing for training, greedy and beam-search decoding inside the graph (
 
 from __future__ import annotations
 
-from keras_attn.backend import (
-    Layer,
-    clone_initializer,
-    keras,
-    masked_softmax,
-    register,
-    tf,
-)
-from keras_attn.layers._checks import (
+from keras_attn._validation import (
+    check_bool,
     check_choice,
     check_mask_shape,
     check_positive_int,
     check_rate,
     static_shape,
 )
-from keras_attn.layers.attention import _as_bool
+from keras_attn.backend import (
+    Layer,
+    as_bool_mask,
+    clone_initializer,
+    keras,
+    masked_softmax,
+    register,
+    tf,
+)
 from keras_attn.layers.scores import AttentionScore
 
 LUONG_SCORES = ("dot", "general", "location", "concat")
@@ -56,7 +57,7 @@ class _SourceAttention(Layer):
 
     def call(self, query, value, value_mask=None):
         query, value = self.cast_inputs(query, value)
-        value_mask = _as_bool(value_mask)
+        value_mask = as_bool_mask(value_mask)
         _check_source(query, value, value_mask)
         single = len(query.shape) == 2
         if single:
@@ -118,7 +119,7 @@ class BahdanauAttention(_SourceAttention):
         super().__init__(**kwargs)
         check_positive_int("units", units, allow_none=True)
         self.units = units
-        self.use_bias = use_bias
+        self.use_bias = check_bool("use_bias", use_bias)
         self.scorer = AttentionScore(
             score="additive",
             units=units,
@@ -393,9 +394,9 @@ class AttentionDecoder(Layer):
         self.score = score or ("additive" if attention == "bahdanau" else "general")
         self.attention_units = attention_units
         self.window = window
-        self.input_feeding = bool(input_feeding)
+        self.input_feeding = check_bool("input_feeding", input_feeding)
         self.max_source_length = max_source_length
-        self.bridge = bool(bridge)
+        self.bridge = check_bool("bridge", bridge)
         self.dropout = dropout
 
         policy = self.dtype_policy
@@ -537,7 +538,7 @@ class AttentionDecoder(Layer):
         return_attention_scores=False,
     ):
         encoder_states = self.cast_inputs(encoder_states)
-        source_mask = _as_bool(source_mask)
+        source_mask = as_bool_mask(source_mask)
         check_mask_shape(
             "source_mask",
             source_mask,
@@ -646,7 +647,7 @@ class AttentionDecoder(Layer):
             start_token, end_token, max_length, beam_width, length_penalty
         )
         encoder_states = self.cast_inputs(encoder_states)
-        source_mask = _as_bool(source_mask)
+        source_mask = as_bool_mask(source_mask)
         check_mask_shape(
             "source_mask",
             source_mask,
@@ -687,7 +688,7 @@ class AttentionDecoder(Layer):
         encoder_states = self.cast_inputs(encoder_states)
         return self._beam_search(
             encoder_states,
-            _as_bool(source_mask),
+            as_bool_mask(source_mask),
             start_token,
             end_token,
             max_length,

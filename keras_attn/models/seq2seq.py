@@ -19,8 +19,8 @@ import collections
 
 import numpy as np
 
+from keras_attn._validation import check_choice, check_positive_int, check_rate
 from keras_attn.backend import Layer, keras, register, tf
-from keras_attn.layers._checks import check_choice, check_positive_int, check_rate
 from keras_attn.layers.position import SinusoidalPositionEncoding
 from keras_attn.layers.seq2seq import AttentionDecoder
 from keras_attn.layers.transformer import TransformerEncoderBlock
