@@ -270,8 +270,42 @@ def _shared_encoder(d):
     return layer, (d.x(length, dim),), kwargs, (d.batch, length, dim)
 
 
+def _bahdanau(d):
+    src, dim = _seq(d)
+    layer = L.BahdanauAttention(units=d.choice([None, 4], "units"), dtype=d.policy)
+    args = (d.x(dim), d.x(src, dim))  # the previous decoder state, the encoder states
+    return layer, args, dict(value_mask=d.mask(src)), (d.batch, dim)
+
+
+def _luong(d):
+    src, dim = _seq(d)
+    score = d.choice(["dot", "general", "concat"], "score")
+    window = d.choice([None, 2], "window")
+    layer = L.LuongAttention(score=score, window=window, dtype=d.policy)
+    args = (d.x(dim), d.x(src, dim))
+    return layer, args, dict(value_mask=d.mask(src)), (d.batch, dim)
+
+
+def _attention_decoder(d):
+    src, dim = _seq(d)
+    tgt = d.size(label="tgt_len")
+    layer = L.AttentionDecoder(
+        vocabulary_size=7,
+        units=4,
+        cell=d.choice(["gru", "lstm"], "cell"),
+        attention=d.choice(["luong", "bahdanau"], "attention"),
+        dtype=d.policy,
+    )
+    target_ids = d.rng.integers(1, 7, size=(d.batch, tgt)).astype("int32")
+    args = (target_ids, d.x(src, dim))
+    return layer, args, dict(source_mask=d.mask(src)), (d.batch, tgt, 7)
+
+
 CASES = {
     "Attention": _attention,
+    "AttentionDecoder": _attention_decoder,
+    "BahdanauAttention": _bahdanau,
+    "LuongAttention": _luong,
     "AttentionOverAttention": _aoa,
     "AttentionScore": _score,
     "AttentionSequencePooling": _din_pooling,
@@ -346,6 +380,15 @@ INVALID = [
     (L.Attention, {}, "dropout", [1.5, -0.1, float("nan"), "0.1"]),
     (L.Attention, {}, "score", ["dotty", 3]),
     (L.AttentionScore, {}, "units", [0, -2, 1.5, True]),
+    (L.AttentionDecoder, {"vocabulary_size": 5, "units": 4}, "cell", ["rnn", 1]),
+    (
+        L.AttentionDecoder,
+        {"vocabulary_size": 5, "units": 4},
+        "input_feeding",
+        ["no", 1],
+    ),
+    (L.BahdanauAttention, {}, "use_bias", ["yes", 0]),
+    (L.LuongAttention, {}, "window", [0, 1.5, True]),
     (L.AttentionSequencePooling, {}, "hidden_units", [[], [0], [2.5], "8"]),
     (L.AttentionSequencePooling, {}, "weight_normalization", ["no", 1]),
     (L.ContextAttentionPooling, {}, "units", [0, None, 2.0]),

@@ -38,6 +38,13 @@ _NEG = -1e9
 
 
 def _check_source(query, value, value_mask):
+    v_shape = _check_ranks(query, value)
+    check_mask_shape("value_mask", value_mask, v_shape[:-1], "value")
+
+
+def _check_ranks(query, value):
+    """The value's shape, once query and value (tensors or shapes) have the ranks
+    these attentions read."""
     q_shape, v_shape = static_shape(query), static_shape(value)
     if len(q_shape) not in (2, 3) or len(v_shape) != 3:
         raise ValueError(
@@ -45,7 +52,14 @@ def _check_source(query, value, value_mask):
             f"(batch, src_len, dim). Received: query.shape={tuple(q_shape)}, "
             f"value.shape={tuple(v_shape)}"
         )
-    check_mask_shape("value_mask", value_mask, v_shape[:-1], "value")
+    return v_shape
+
+
+def _as_sequence_shape(query_shape, value_shape):
+    """A (batch, dim) query's shape as the (batch, 1, dim) the scorer reads."""
+    _check_ranks(query_shape, value_shape)
+    shape = static_shape(query_shape)
+    return [shape[0], 1, shape[-1]] if len(shape) == 2 else shape
 
 
 class _SourceAttention(Layer):
@@ -131,7 +145,7 @@ class BahdanauAttention(_SourceAttention):
         )
 
     def build(self, query_shape, value_shape):
-        self.scorer.build(query_shape, value_shape)
+        self.scorer.build(_as_sequence_shape(query_shape, value_shape), value_shape)
         self.built = True
 
     def get_config(self):
@@ -231,7 +245,7 @@ class LuongAttention(_SourceAttention):
         )
 
     def build(self, query_shape, value_shape):
-        self.scorer.build(query_shape, value_shape)
+        self.scorer.build(_as_sequence_shape(query_shape, value_shape), value_shape)
         if self.window is not None:
             q_dim = static_shape(query_shape)[-1]
             units = self.units or q_dim
