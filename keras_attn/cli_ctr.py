@@ -262,7 +262,8 @@ def train_ctr(args: argparse.Namespace) -> int:
         # strategy, Keras 3 cannot evaluate the raw-string model itself).
         logs = {k: v[-1] for k, v in history.history.items()}
         for t in tasks:
-            key = f"val_{t.name}_auc"
+            # Keras names a single output's metrics without its name.
+            key = f"val_{t.name}_auc" if len(tasks) > 1 else "val_auc"
             if key in logs:
                 print(f"validation AUC {t.name}: {logs[key]:.4f}")
     if args.export:
