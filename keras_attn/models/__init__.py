@@ -7,6 +7,7 @@ from keras_attn.models.bert_pretraining import (
     build_bert_classifier,
     build_bert_pretrainer,
     compile_bert_pretrainer,
+    fit_bert_pretrainer,
 )
 from keras_attn.models.ctr import (
     MULTITASK,
@@ -66,6 +67,7 @@ __all__ = [
     "encode_characters",
     "export_seq2seq",
     "export_text_classifier",
+    "fit_bert_pretrainer",
     "fit_ctr_model",
     "fit_seq2seq",
     "gate_weights_model",
