@@ -1,0 +1,313 @@
+"""Parameter-server training with `tf.distribute.coordinator.ClusterCoordinator`.
+
+Keras 3 has no parameter-server support: its `fit` does not take a
+`ParameterServerStrategy`, its variables hide a `ShardedVariable` behind `.value`
+(so `GradientTape.gradient` on them fails: "'ShardedVariable' object has no
+attribute 'handle'"), and its optimizers cannot create slots for one
+("ShardedVariable doesn't support being used as a reference"). tf_keras' `fit`
+does support it (through `DatasetCreator`). So that one loop runs under both
+generations, this module holds a custom training loop: the coordinator schedules
+one training step per closure on whichever worker is free; each step computes the
+gradients with respect to the variables' shards (on the parameter servers) and
+applies `ShardedAdagrad`, an Adagrad written in TensorFlow ops on those shards
+(Adagrad, as the usual optimizer of big embedding tables: its sparse update touches
+only the rows a batch reads).
+
+Every wait is bounded (`timeout`): a parameter server that dies makes the
+coordinator raise; a worker that dies has its closures rescheduled on the others
+(TensorFlow's fault tolerance), and if none is left the timeout ends the wait.
+
+Example (in a coordinator process whose `TF_CONFIG` names a chief, workers and
+parameter servers):
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.ParameterServerStrategy(
+        resolver, variable_partitioner=embedding_partitioner(2))
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        model = build_ctr_model(specs, tasks, shared_table=True)
+    losses = fit_ctr_with_coordinator(model, specs, tasks, df, coordinator,
+                                      steps=100)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from keras_attn.backend import keras, tf
+
+__all__ = [
+    "ShardedAdagrad",
+    "embedding_partitioner",
+    "fit_ctr_with_coordinator",
+    "fit_with_coordinator",
+    "shard_variables",
+    "wait_for_coordinator",
+]
+
+
+def embedding_partitioner(num_shards: int, min_shard_bytes: int = 256 << 10):
+    """A `variable_partitioner` that splits big variables (embedding tables) along
+    their rows into at most `num_shards` shards of at least `min_shard_bytes`.
+
+    Args:
+        num_shards: int. The most shards per variable (the parameter servers).
+        min_shard_bytes: int. Smaller variables stay whole. Defaults to 256 KiB.
+
+    Returns:
+        A `tf.distribute.experimental.partitioners.MinSizePartitioner`.
+    """
+    for name, value in (
+        ("num_shards", num_shards),
+        ("min_shard_bytes", min_shard_bytes),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"`{name}` must be a positive integer. Received: {name}={value!r}"
+            )
+    return tf.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=min_shard_bytes, max_shards=num_shards
+    )
+
+
+#: TensorFlow's class of a partitioned variable (not exported under `tf.distribute`).
+ShardedVariable = tf.__internal__.distribute.ShardedVariable
+
+
+def _tf_variable(variable):
+    # Keras 3 variables hold the TensorFlow variable (maybe a ShardedVariable) in
+    # `.value`; tf_keras variables are TensorFlow variables.
+    if isinstance(variable, (tf.Variable, ShardedVariable)):
+        return variable
+    return variable.value
+
+
+def shard_variables(variables) -> list:
+    """The TensorFlow variables that hold `variables`' values: each shard of a
+    `ShardedVariable` on its own, in order, under both Keras generations."""
+    out = []
+    for variable in variables:
+        inner = _tf_variable(variable)
+        out.extend(inner.variables if isinstance(inner, ShardedVariable) else [inner])
+    return out
+
+
+class ShardedAdagrad:
+    """Adagrad on TensorFlow variables and shards, dense or sparse gradients.
+
+    `accumulator += g**2; variable -= learning_rate * g / sqrt(accumulator + eps)`,
+    the update of `keras.optimizers.Adagrad`. A sparse gradient (`IndexedSlices`,
+    from a gather) first sums the rows of repeated ids, then updates only the rows
+    it holds, so it equals the dense update. The accumulators are created beside
+    their variables (on the same parameter server).
+
+    Args:
+        variables: the TensorFlow variables to train (see `shard_variables`); create
+            the optimizer inside the strategy's scope.
+        learning_rate: float. Defaults to 0.05.
+        initial_accumulator_value: float. Defaults to 0.1.
+        epsilon: float. Defaults to 1e-7.
+    """
+
+    def __init__(
+        self,
+        variables,
+        learning_rate: float = 0.05,
+        initial_accumulator_value: float = 0.1,
+        epsilon: float = 1e-7,
+    ):
+        for name, value in (
+            ("learning_rate", learning_rate),
+            ("initial_accumulator_value", initial_accumulator_value),
+            ("epsilon", epsilon),
+        ):
+            if not value > 0:
+                raise ValueError(
+                    f"`{name}` must be positive. Received: {name}={value!r}"
+                )
+        self.variables = list(variables)
+        self.learning_rate = float(learning_rate)
+        self.epsilon = float(epsilon)
+        strategy = tf.distribute.get_strategy()
+        self.accumulators = []
+        for v in self.variables:
+            with strategy.extended.colocate_vars_with(v):
+                self.accumulators.append(
+                    tf.Variable(
+                        tf.fill(v.shape, tf.cast(initial_accumulator_value, v.dtype)),
+                        trainable=False,
+                        name=v.name.split(":")[0].replace("/", "_") + "_accumulator",
+                    )
+                )
+
+    def apply(self, gradients) -> None:
+        """Applies one gradient per variable (None leaves the variable alone)."""
+        for g, v, acc in zip(gradients, self.variables, self.accumulators):
+            if g is None:
+                continue
+            lr = tf.cast(self.learning_rate, v.dtype)
+            if isinstance(g, tf.IndexedSlices):
+                ids, position = tf.unique(g.indices)
+                rows = tf.math.unsorted_segment_sum(
+                    g.values, position, tf.shape(ids)[0]
+                )
+                acc.scatter_add(tf.IndexedSlices(tf.square(rows), ids))
+                step = lr * rows * tf.math.rsqrt(tf.gather(acc, ids) + self.epsilon)
+                v.scatter_sub(tf.IndexedSlices(step, ids))
+            else:
+                acc.assign_add(tf.square(g))
+                v.assign_sub(lr * g * tf.math.rsqrt(acc + self.epsilon))
+
+
+def wait_for_coordinator(coordinator, timeout: float, poll: float = 0.05) -> None:
+    """Waits until every scheduled closure is done, at most `timeout` seconds.
+
+    Raises the first closure's error (e.g. a parameter server's `UnavailableError`),
+    or `TimeoutError` when closures are still pending at the deadline (e.g. every
+    worker is gone: the coordinator itself would wait for them forever).
+    """
+    deadline = time.monotonic() + timeout
+    while not coordinator.done():  # raises a failed closure's error
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"The cluster did not finish its scheduled steps within {timeout} s "
+                "(are its workers alive?)"
+            )
+        time.sleep(poll)
+
+
+def fit_with_coordinator(
+    model,
+    loss_fn: Callable,
+    dataset_fn: Callable,
+    coordinator,
+    steps: int,
+    learning_rate: float = 0.05,
+    timeout: float = 600,
+    optimizer: ShardedAdagrad | None = None,
+) -> list[float]:
+    """Trains `model` for `steps` steps scheduled by a `ClusterCoordinator`.
+
+    Args:
+        model: a Keras model built inside the `ParameterServerStrategy`'s scope.
+        loss_fn: `loss_fn(y_true, y_pred) -> scalar`, the per-replica batch loss
+            (the model's `losses`, e.g. regularizers, are added).
+        dataset_fn: a function of no argument returning the `tf.data.Dataset` of
+            `(x, y)` batches each worker reads (it should repeat).
+        coordinator: the `tf.distribute.coordinator.ClusterCoordinator`.
+        steps: int. Training steps, in all.
+        learning_rate: float. `ShardedAdagrad`'s learning rate. Defaults to 0.05.
+        timeout: float. Seconds to wait for all the steps. Defaults to 600.
+        optimizer: a `ShardedAdagrad` to reuse (continuing a training); by default
+            a new one on the model's trainable variables.
+
+    Returns:
+        The loss of each step, in the order they were scheduled.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(
+            f"`steps` must be a positive integer. Received: steps={steps!r}"
+        )
+    strategy = coordinator.strategy
+    variables = shard_variables(model.trainable_variables)
+    if optimizer is None:
+        with strategy.scope():
+            optimizer = ShardedAdagrad(variables, learning_rate=learning_rate)
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=True)
+            loss = loss_fn(y, predictions)
+            if model.losses:
+                loss += tf.add_n([tf.cast(x, loss.dtype) for x in model.losses])
+        optimizer.apply(tape.gradient(loss, variables))
+        return loss
+
+    @tf.function
+    def train_step(iterator):
+        x, y = next(iterator)
+        return strategy.run(replica_step, args=(x, y))
+
+    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    results = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(steps)]
+    wait_for_coordinator(coordinator, timeout)
+    return [float(r.fetch()) for r in results]
+
+
+def fit_ctr_with_coordinator(
+    model,
+    features,
+    tasks: Sequence,
+    data,
+    coordinator,
+    steps: int,
+    batch_size: int = 512,
+    learning_rate: float = 0.05,
+    seed: int | None = None,
+    timeout: float = 600,
+) -> list[float]:
+    """Trains a `build_ctr_model` model on a parameter-server cluster.
+
+    The DataFrame is encoded once in the coordinator by the model's preprocessing
+    (`split_ctr_model`); each worker reads shuffled, repeated batches of the encoded
+    rows, and the core (which shares the model's weights) trains with
+    `fit_with_coordinator`. Afterwards `model` takes raw values and can be
+    exported from the coordinator (`keras_attn.serving.export`).
+
+    Args:
+        model: a model from `build_ctr_model`, built inside the strategy's scope.
+        features: its feature specs.
+        tasks: its tasks (`Task`s or names); the loss is the sum of each task's
+            loss times its `loss_weight`.
+        data: a DataFrame with the feature and label columns.
+        coordinator: the `ClusterCoordinator`.
+        steps: int. Training steps in all (over all workers).
+        batch_size: int. Rows per step. Defaults to 512.
+        learning_rate: float. Defaults to 0.05.
+        seed: int. Shuffle seed of every worker's stream.
+        timeout: float. Seconds to wait for all the steps. Defaults to 600.
+
+    Returns:
+        The loss of each step.
+    """
+    from keras_attn.features.dataset import to_dataset
+    from keras_attn.models.ctr import _as_tasks, split_ctr_model
+
+    tasks = _as_tasks(tasks)
+    if len(data) < batch_size:
+        raise ValueError(
+            f"`data` must hold at least one full batch of `batch_size` rows. "
+            f"Received: {len(data)} rows, batch_size={batch_size}"
+        )
+    preprocessor, core = split_ctr_model(model, features)
+    # One batch of every row: the encoded columns, as tensors in the coordinator.
+    encoded = to_dataset(
+        data, features, tasks, batch_size=len(data), preprocessor=preprocessor
+    ).get_single_element()
+    encoded = tf.nest.map_structure(lambda t: t.numpy(), encoded)
+    n = len(data)
+
+    def dataset_fn():
+        ds = tf.data.Dataset.from_tensor_slices(encoded)
+        return ds.shuffle(n, seed=seed).repeat().batch(batch_size, drop_remainder=True)
+
+    losses = {t.name: (keras.losses.get(t.loss), t.loss_weight) for t in tasks}
+
+    def loss_fn(y_true, y_pred):
+        return tf.add_n(
+            [
+                weight * tf.reduce_mean(fn(y_true[name], y_pred[name]))
+                for name, (fn, weight) in losses.items()
+            ]
+        )
+
+    return fit_with_coordinator(
+        core,
+        loss_fn,
+        dataset_fn,
+        coordinator,
+        steps,
+        learning_rate=learning_rate,
+        timeout=timeout,
+    )
