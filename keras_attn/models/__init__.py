@@ -7,6 +7,7 @@ from keras_attn.models.bert_pretraining import (
     build_bert_classifier,
     build_bert_pretrainer,
     compile_bert_pretrainer,
+    fit_bert_pretrainer,
 )
 from keras_attn.models.ctr import (
     MULTITASK,
@@ -47,6 +48,7 @@ __all__ = [
     "compile_ctr_model",
     "compile_text_classifier",
     "export_text_classifier",
+    "fit_bert_pretrainer",
     "fit_ctr_model",
     "gate_weights_model",
     "han_attention_model",

@@ -10,6 +10,8 @@
 - `MaskedLMLoss`, `MaskedLMAccuracy`: loss and accuracy over the masked slots only
   (label id != 0), averaged over the masked tokens of the batch.
 - `compile_bert_pretrainer`: Adam, both losses, both accuracies.
+- `fit_bert_pretrainer`: trains one under a `tf.distribute` strategy, with
+  `BackupAndRestore` and per-epoch checkpoints.
 - `build_bert_classifier`: `pooled_output` -> dropout -> softmax, for fine-tuning a
   pretrained encoder (the same encoder object: its weights are shared).
 
@@ -34,6 +36,7 @@ __all__ = [
     "build_bert_classifier",
     "build_bert_pretrainer",
     "compile_bert_pretrainer",
+    "fit_bert_pretrainer",
 ]
 
 
@@ -62,6 +65,9 @@ class MaskedLMLoss(keras.losses.Loss):
     slots without a prediction (label 0, `[PAD]`) count neither in the sum nor in
     the divisor. The division happens here, and the reduction is a plain sum, so
     the value is the mean over the batch's masked tokens in both Keras generations.
+    Under a `tf.distribute` strategy with several replicas the divisor counts the
+    masked slots of every replica, so the replicas' summed gradients are those of
+    the global batch's mean.
 
     Call arguments:
         y_true: int `(batch, max_predictions)` original ids, 0 where unused.
@@ -79,7 +85,15 @@ class MaskedLMLoss(keras.losses.Loss):
         loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=labels, logits=logits
         )  # (batch, max_predictions)
-        return loss * weights / tf.maximum(tf.reduce_sum(weights), 1.0)
+        count = tf.reduce_sum(weights)
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            # Each replica sees part of the global batch and Keras sums the
+            # replicas' gradients (a "sum" loss is not scaled by 1 / replicas):
+            # dividing by the masked slots of all replicas makes that sum the
+            # gradient of the global batch's mean.
+            count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
+        return loss * weights / tf.maximum(count, 1.0)
 
     def get_config(self):
         return {"name": self.name}
@@ -292,6 +306,99 @@ def compile_bert_pretrainer(
         **kwargs,
     )
     return model
+
+
+def fit_bert_pretrainer(
+    model,
+    data,
+    epochs: int = 1,
+    steps_per_epoch: int | None = None,
+    batch_size: int | None = None,
+    validation_data=None,
+    learning_rate: float = 1e-3,
+    nsp_weight: float = 1.0,
+    jit_compile: bool = False,
+    steps_per_execution: int = 1,
+    strategy=None,
+    tpu: str | None = None,
+    backup_dir=None,
+    checkpoint_dir=None,
+    callbacks=None,
+    verbose=0,
+):
+    """Trains a `BertPretrainer` (compiled here unless it already is).
+
+    The data are `keras_attn.text.pretraining_dataset` batches: the tokenization
+    and masking run on the host in `tf.data`, and only int32 ids reach the
+    replicas. Build the model inside `strategy.scope()` (the variables are
+    replicated when they are made); without `strategy=`, it trains under the
+    strategy it was built under.
+
+    Args:
+        model: a `BertPretrainer`.
+        data: a `tf.data.Dataset` of `(features, labels)` global batches, or a
+            function `(batch_size, input_context) -> dataset` called once per input
+            pipeline with the per-replica batch size (then `batch_size` is needed);
+            see `keras_attn.distribute.distribute_dataset`.
+        epochs: int. Defaults to 1.
+        steps_per_epoch: int. Batches per epoch (needed for an endless dataset).
+        batch_size: int. The global batch, with a function `data`.
+        validation_data: optional dataset of the same kind.
+        learning_rate: float. Adam's, when the model is compiled here.
+            Defaults to 1e-3.
+        nsp_weight: float. Weight of the NSP loss, when compiled here.
+        jit_compile: bool. XLA, when compiled here. Defaults to False.
+        steps_per_execution: int. When compiled here. Defaults to 1.
+        strategy: a `tf.distribute.Strategy` or a `get_strategy` kind; must be the
+            model's (see `keras_attn.distribute.model_strategy`).
+        tpu: str. TPU name for `strategy="tpu"`.
+        backup_dir: str. `BackupAndRestore` directory: a killed run started again
+            resumes from its last finished epoch (the data are read again from
+            their start).
+        checkpoint_dir: str. Weights after each epoch go to
+            `checkpoint_dir/epoch_NNN.weights.h5`.
+        callbacks: list of Keras callbacks.
+        verbose: Keras' `fit` verbosity. Defaults to 0.
+
+    Returns:
+        The `History` of `fit`.
+    """
+    from keras_attn import distribute
+
+    if not isinstance(model, BertPretrainer):
+        raise ValueError(
+            f"`model` must be a BertPretrainer. Received: model={type(model).__name__}"
+        )
+    strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
+    if callable(data) and not isinstance(data, tf.data.Dataset):
+        if batch_size is None:
+            raise ValueError(
+                "`batch_size` (the global batch) is needed when `data` is a "
+                "function. Received: batch_size=None"
+            )
+        data = distribute.distribute_dataset(
+            strategy, data, batch_size, per_pipeline=True
+        )
+    # Keras 3 says `compiled`, tf_keras `_is_compiled`.
+    if not getattr(model, "compiled", getattr(model, "_is_compiled", False)):
+        with strategy.scope():
+            compile_bert_pretrainer(
+                model,
+                learning_rate=learning_rate,
+                nsp_weight=nsp_weight,
+                jit_compile=jit_compile,
+                steps_per_execution=distribute.steps_per_execution(
+                    strategy, steps_per_execution
+                ),
+            )
+    return model.fit(
+        data,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=validation_data,
+        callbacks=distribute.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
+        verbose=verbose,
+    )
 
 
 def build_bert_classifier(

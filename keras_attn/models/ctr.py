@@ -518,6 +518,10 @@ def fit_ctr_model(
     steps_per_execution: int = 16,
     callbacks=None,
     verbose="auto",
+    strategy=None,
+    tpu: str | None = None,
+    backup_dir=None,
+    checkpoint_dir=None,
 ):
     """Trains a `build_ctr_model` model with its preprocessing run once.
 
@@ -550,6 +554,22 @@ def fit_ctr_model(
             Defaults to 16.
         callbacks: list of Keras callbacks.
         verbose: Keras' `fit` verbosity. Defaults to "auto".
+        strategy: a `tf.distribute.Strategy` or a kind of
+            `keras_attn.distribute.get_strategy` ("mirrored", "multi_worker", ...).
+            The model must have been built inside its `scope()`; None trains under
+            the strategy the model was built under (none, or that scope's). The
+            preprocessing runs on the host in `tf.data`; only the core, which
+            holds the trainable weights, is replicated. `batch_size` is the global
+            batch.
+        tpu: str. TPU name for `strategy="tpu"`.
+        backup_dir: str. `BackupAndRestore` directory: a run killed mid-epoch and
+            started again with the same arguments resumes from its last finished
+            epoch, with that epoch's data order (a DataFrame's rows are then
+            shuffled by `(seed, epoch)`), and ends with the uninterrupted run's
+            weights.
+        checkpoint_dir: str. Weights after each epoch go to
+            `checkpoint_dir/epoch_NNN.weights.h5` (the core's weights, which are
+            the model's trainable ones, in the core's order).
 
     Returns:
         The `History` of the core's `fit` (its logs are keyed by task name as the
@@ -570,6 +590,7 @@ def fit_ctr_model(
     """
     import pandas as pd
 
+    from keras_attn import distribute
     from keras_attn.features.dataset import to_dataset
 
     tasks = _as_tasks(tasks)
@@ -581,22 +602,46 @@ def fit_ctr_model(
                 f"`data` must hold at least one full batch of `batch_size` rows. "
                 f"Received: {len(data)} rows, batch_size={batch_size}"
             )
-    preprocessor, core = split_ctr_model(model, features)
-    train = to_dataset(
-        data,
-        features,
-        tasks,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        # A DataFrame's batches repeat (reshuffled each pass) and `fit` counts
-        # `steps` per epoch: one iterator for the whole fit, instead of a new one
-        # (and a refilled shuffle buffer) every epoch, which cost 60-300 ms per
-        # epoch of ~1 s on the census benchmark.
-        num_epochs=None if steps else 1,
-        drop_remainder=True,
-        preprocessor=preprocessor,
-    )
+    strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
+    with strategy.scope():
+        # The core's optimizer must live under the strategy of its variables.
+        preprocessor, core = split_ctr_model(model, features)
+
+    def train_dataset(size, context):
+        if backup_dir is not None and steps:
+            # Whole columns, encoded once; the order depends on the epoch only.
+            x, y = next(
+                iter(
+                    to_dataset(
+                        data, features, tasks, len(data), preprocessor=preprocessor
+                    )
+                )
+            )
+            return distribute.epoch_batches(
+                (x, y),
+                len(data),
+                size,
+                shuffle=shuffle,
+                seed=seed,
+                start_epoch=distribute.completed_epochs(backup_dir),
+            )
+        return to_dataset(
+            data,
+            features,
+            tasks,
+            batch_size=size,
+            shuffle=shuffle,
+            seed=seed,
+            # A DataFrame's batches repeat (reshuffled each pass) and `fit` counts
+            # `steps` per epoch: one iterator for the whole fit, instead of a new
+            # one (and a refilled shuffle buffer) every epoch, which cost 60-300 ms
+            # per epoch of ~1 s on the census benchmark.
+            num_epochs=None if steps else 1,
+            drop_remainder=True,
+            preprocessor=preprocessor,
+        )
+
+    train = distribute.distribute_dataset(strategy, train_dataset, batch_size)
     validation = None
     if validation_data is not None:
         validation = to_dataset(
@@ -610,23 +655,27 @@ def fit_ctr_model(
         # tf_keras needs a known number of steps for several steps per execution,
         # and a streamed CSV has none.
         steps_per_execution = 1
-    compile_ctr_model(
-        core,
-        tasks,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        jit_compile=jit_compile,
-        steps_per_execution=steps_per_execution,
-    )
+    with strategy.scope():
+        compile_ctr_model(
+            core,
+            tasks,
+            optimizer=optimizer,
+            learning_rate=learning_rate,
+            jit_compile=jit_compile,
+            steps_per_execution=distribute.steps_per_execution(
+                strategy, steps_per_execution
+            ),
+        )
     # The dataset shuffles itself; shuffle=False keeps Keras from warning.
     history = core.fit(
         train,
         epochs=epochs,
         steps_per_epoch=steps,
         validation_data=validation,
-        callbacks=callbacks,
+        callbacks=distribute.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
         verbose=verbose,
         shuffle=False,
     )
-    compile_ctr_model(model, tasks, optimizer=core.optimizer)
+    with strategy.scope():
+        compile_ctr_model(model, tasks, optimizer=core.optimizer)
     return history

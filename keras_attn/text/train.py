@@ -96,6 +96,10 @@ def fit_text_classifier(
     patience: int | None = 5,
     verbose: int = 0,
     seed: int = 0,
+    strategy=None,
+    tpu: str | None = None,
+    backup_dir=None,
+    checkpoint_dir=None,
     **model_kwargs,
 ) -> TextClassifier:
     """Tokenizes, builds and trains a HAN, Transformer or BERT-style classifier.
@@ -119,11 +123,22 @@ def fit_text_classifier(
         patience: early-stopping patience on validation accuracy, or None.
         verbose: Keras verbosity. Defaults to 0.
         seed: random seed. Defaults to 0.
+        strategy: a `tf.distribute.Strategy` or a kind of
+            `keras_attn.distribute.get_strategy`; the model is built inside its
+            scope. Tokenization runs on the host, before training; `batch_size`
+            is the global batch. Defaults to none.
+        tpu: str. TPU name for `strategy="tpu"`.
+        backup_dir: str. `BackupAndRestore` directory: a killed run started again
+            with the same arguments resumes from its last finished epoch with that
+            epoch's data order (shuffled by `(seed, epoch)`).
+        checkpoint_dir: str. Weights after each epoch go to
+            `checkpoint_dir/epoch_NNN.weights.h5`.
         **model_kwargs: passed to the model builder.
 
     Returns:
         A `TextClassifier`.
     """
+    from keras_attn import distribute
     from keras_attn.models.text import (
         build_han_classifier,
         build_transformer_classifier,
@@ -132,6 +147,7 @@ def fit_text_classifier(
 
     if model not in MODELS:
         raise ValueError(f"`model` must be one of {list(MODELS)}. Received: {model!r}")
+    strategy = distribute.as_strategy(strategy, tpu) or tf.distribute.get_strategy()
     keras.utils.set_random_seed(seed)
     class_names = sorted({str(v) for v in labels})
     if len(class_names) < 2:
@@ -150,50 +166,74 @@ def fit_text_classifier(
         vocabulary = build_vocabulary(texts, max_tokens=max_tokens, min_count=min_count)
     elif isinstance(vocabulary, str) and vocabulary.startswith("bert"):
         method = "wordpiece"
+    # The tokenizer runs on the host (tf.data, serving): outside the scope.
     if model == "han":
         tokenizer = SentenceTokenizer(
             vocabulary, max_sentences=max_sentences, max_words=max_words, method=method
-        )
-        net = build_han_classifier(
-            tokenizer.vocabulary_size,
-            len(class_names),
-            max_sentences,
-            max_words,
-            **model_kwargs,
         )
     else:
         tokenizer = Tokenizer(
             vocabulary, sequence_length=sequence_length, method=method
         )
-        if model == "bert":
-            model_kwargs = {
-                "positions": "learned",
-                "pooling": "cls",
-                "activation": "gelu",
+    if model == "bert":
+        model_kwargs = {
+            "positions": "learned",
+            "pooling": "cls",
+            "activation": "gelu",
+            **model_kwargs,
+        }
+    with strategy.scope():  # the model's and the optimizer's variables
+        if model == "han":
+            net = build_han_classifier(
+                tokenizer.vocabulary_size,
+                len(class_names),
+                max_sentences,
+                max_words,
                 **model_kwargs,
-            }
-        net = build_transformer_classifier(
-            tokenizer.vocabulary_size, len(class_names), sequence_length, **model_kwargs
-        )
-    compile_text_classifier(net, learning_rate=learning_rate)
+            )
+        else:
+            net = build_transformer_classifier(
+                tokenizer.vocabulary_size,
+                len(class_names),
+                sequence_length,
+                **model_kwargs,
+            )
+        compile_text_classifier(net, learning_rate=learning_rate)
+    # TPUs compile one program per shape: every batch full.
+    static = isinstance(strategy, tf.distribute.TPUStrategy)
 
     def dataset(xs, ys, shuffle):
-        # Tokenized once (not every epoch): the ids are small next to the model.
+        # Tokenized once (not every epoch), on the host: the ids are small next to
+        # the model, and no string reaches the replicas.
         y = encode(ys)
         ids = _tokenize_all(tokenizer, list(xs))
-        ds = tf.data.Dataset.from_tensor_slices((ids, y))
-        if shuffle:
-            ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size).map(
+        if shuffle and backup_dir is not None:
+            ds = distribute.epoch_batches(
+                (ids, y),
+                len(y),
+                batch_size,
+                seed=seed,
+                start_epoch=distribute.completed_epochs(backup_dir),
+                drop_remainder=static,
+            )
+        else:
+            ds = tf.data.Dataset.from_tensor_slices((ids, y))
+            if shuffle:
+                ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+            ds = ds.batch(batch_size, drop_remainder=static)
+        ds = ds.map(
             lambda t, y: (t, {"probabilities": y, "label": y}),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         return ds.prefetch(tf.data.AUTOTUNE)
 
     train_ds = dataset(texts, labels, shuffle=True)
+    steps = None
+    if backup_dir is not None:  # an endless stream: `fit` counts the epochs
+        steps = len(texts) // batch_size if static else -(-len(texts) // batch_size)
     val_ds = None
     timer = _EpochTimer()
-    callbacks = [timer]
+    callbacks = distribute.fit_callbacks([timer], backup_dir, checkpoint_dir)
     if validation_texts is not None:
         val_ds = dataset(validation_texts, validation_labels, shuffle=False).cache()
         if patience:
@@ -211,6 +251,7 @@ def fit_text_classifier(
         train_ds,
         validation_data=val_ds,
         epochs=epochs,
+        steps_per_epoch=steps,
         callbacks=callbacks,
         verbose=verbose,
     )
