@@ -42,6 +42,7 @@ __all__ = [
     "embedding_partitioner",
     "fit_ctr_with_coordinator",
     "fit_with_coordinator",
+    "local_copy",
     "shard_variables",
     "wait_for_coordinator",
 ]
@@ -158,6 +159,32 @@ class ShardedAdagrad:
             else:
                 acc.assign_add(tf.square(g))
                 v.assign_sub(lr * g * tf.math.rsqrt(acc + self.epsilon))
+
+
+def local_copy(model):
+    """A copy of `model` outside any strategy, holding its current weights.
+
+    Export this copy of a parameter-server model: Keras 3's export cannot save a
+    `ShardedVariable` ("'ShardedVariable' object has no attribute 'device'"); the
+    copy's variables are whole, on the coordinator, and its predictions are the
+    model's.
+
+    Args:
+        model: a functional Keras model (e.g. trained with
+            `fit_ctr_with_coordinator`). Call this outside the strategy's scope.
+
+    Returns:
+        A new model of the same configuration with the same weights.
+    """
+    if tf.distribute.has_strategy():
+        raise ValueError(
+            "`local_copy` must be called outside a strategy's scope (the copy's "
+            f"variables would be the strategy's). Received a call inside "
+            f"{type(tf.distribute.get_strategy()).__name__}'s scope"
+        )
+    copy = keras.models.clone_model(model)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def wait_for_coordinator(coordinator, timeout: float, poll: float = 0.05) -> None:

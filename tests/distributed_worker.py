@@ -76,60 +76,62 @@ class _PauseAt(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if (self._current, batch) == (self.epoch, self.batch):
             self.marker.write_text(f"{self.epoch}:{self.batch}")
-            time.sleep(300)  # the test's SIGKILL ends this; the test's timeout bounds it
+            time.sleep(
+                300
+            )  # the test's SIGKILL ends this; the test's timeout bounds it
 
 
-def _callbacks(args, task_id, model_name):
-    callbacks = []
+def _fault_options(args, task_id, model_name):
+    """`backup_dir` and the pause callback of this worker."""
+    options = {"callbacks": []}
     if args.backup:
-        backup = Path(args.backup) / model_name
-        if KERAS_3:
-            # Keras 3's BackupAndRestore knows nothing of workers: each would write
-            # (and at the end delete) the same files. MWMS keeps the replicas equal,
-            # so each worker backs up and restores its own copy.
-            backup = backup / f"worker_{task_id}"
-        # tf_keras' writes the chief's copy in the folder, the others' in temporary
-        # folders beside it.
-        callbacks.append(keras.callbacks.BackupAndRestore(str(backup)))
+        # One folder for the job, shared by its workers (tf_keras' BackupAndRestore
+        # writes the chief's state there, the others' in temporary folders).
+        options["backup_dir"] = str(Path(args.backup) / model_name)
     if args.pause_at and task_id == 1:
         epoch, batch = map(int, args.pause_at.split(":"))
-        callbacks.append(_PauseAt(epoch, batch, Path(args.out) / "paused"))
-    return callbacks
+        options["callbacks"].append(_PauseAt(epoch, batch, Path(args.out) / "paused"))
+    return options
 
 
 def _train_ctr(strategy, args, task_id):
-    from keras_attn.features import to_dataset
-    from keras_attn.models import build_ctr_model, compile_ctr_model, split_ctr_model
+    from keras_attn.models import build_ctr_model, fit_ctr_model
 
     df, specs, tasks = _census()
     with strategy.scope():
         model = build_ctr_model(
             specs, tasks, num_experts=2, expert_units=(8,), tower_units=(8,)
         )
-        preprocessor, core = split_ctr_model(model, specs)
-        compile_ctr_model(core, tasks, optimizer=keras.optimizers.Adam(1e-2))
-    # The raw-string preprocessing runs here, on the host, once: the replicated
-    # core trains on the encoded rows (the issue's AddN-on-strings error came from
-    # training the string lookups under the strategy).
-    data = to_dataset(
-        df, specs, tasks, batch_size=CTR_BATCH, drop_remainder=True,
-        preprocessor=preprocessor,
-    )
-    history = core.fit(
-        data, epochs=args.epochs, verbose=0, callbacks=_callbacks(args, task_id, "ctr")
+    # The raw-string preprocessing runs on the host in tf.data; the replicated
+    # core holds the trainable weights (see fit_ctr_model).
+    history = fit_ctr_model(
+        model,
+        specs,
+        tasks,
+        df,
+        epochs=args.epochs,
+        batch_size=CTR_BATCH,
+        seed=0,
+        learning_rate=1e-2,
+        jit_compile=False,
+        steps_per_execution=1,
+        strategy=strategy,
+        verbose=0,
+        **_fault_options(args, task_id, "ctr"),
     )
     return model.get_weights(), history.history
 
 
 def _train_bert(strategy, args, task_id):
     from keras_attn.models import build_bert, build_bert_pretrainer
-    from keras_attn.models import compile_bert_pretrainer
+    from keras_attn.models.bert_pretraining import fit_bert_pretrainer
 
     rng = np.random.default_rng(0)
     n, length, vocab, predictions = 64, 8, 40, 2
     x = {
         "token_ids": rng.integers(1, vocab, (n, length)).astype("int32"),
-        "segment_ids": (np.arange(length) >= length // 2).astype("int32")[None]
+        "segment_ids": (np.arange(length) >= length // 2)
+        .astype("int32")[None]
         .repeat(n, 0),
         "masked_positions": rng.integers(1, length, (n, predictions)).astype("int32"),
     }
@@ -139,14 +141,29 @@ def _train_bert(strategy, args, task_id):
     }
     with strategy.scope():
         bert = build_bert(
-            vocab, sequence_length=length, hidden_dim=8, num_layers=1, num_heads=2,
+            vocab,
+            sequence_length=length,
+            hidden_dim=8,
+            num_layers=1,
+            num_heads=2,
             intermediate_dim=16,
         )
         model = build_bert_pretrainer(bert)
-        compile_bert_pretrainer(model, learning_rate=1e-2)
-    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True)
-    history = model.fit(
-        data, epochs=args.epochs, verbose=0, callbacks=_callbacks(args, task_id, "bert")
+
+    def data(batch_size, context):
+        # Endless: each epoch is `steps_per_epoch` batches of one stream.
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+        return ds.batch(batch_size, drop_remainder=True)
+
+    history = fit_bert_pretrainer(
+        model,
+        data,
+        epochs=args.epochs,
+        batch_size=16,
+        steps_per_epoch=n // 16,
+        learning_rate=1e-2,
+        strategy=strategy,
+        **_fault_options(args, task_id, "bert"),
     )
     return model.get_weights(), history.history
 
@@ -203,8 +220,12 @@ def _ps_coordinator(args):
     3. after the test kills ps 1 (`ps_killed`), try more steps: they must fail
        within the timeout, and the process exits with status 3 naming the error.
     """
-    from keras_attn.cluster import embedding_partitioner, fit_ctr_with_coordinator
-    from keras_attn.cluster import shard_variables
+    from keras_attn.cluster import (
+        embedding_partitioner,
+        fit_ctr_with_coordinator,
+        local_copy,
+        shard_variables,
+    )
     from keras_attn.models import build_ctr_model
     from keras_attn.serving import export
 
@@ -217,7 +238,11 @@ def _ps_coordinator(args):
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
         model = build_ctr_model(
-            specs, tasks, shared_table=True, num_experts=2, expert_units=(8,),
+            specs,
+            tasks,
+            shared_table=True,
+            num_experts=2,
+            expert_units=(8,),
             tower_units=(8,),
         )
     table = model.get_layer("field_embedding").tables[0]
@@ -234,11 +259,21 @@ def _ps_coordinator(args):
     rows = next(iter(to_dataset(df.iloc[:64], specs, batch_size=64)))
     before = model(rows)
     losses = fit_ctr_with_coordinator(
-        model, specs, tasks, df, coordinator, steps=args.steps, batch_size=128,
-        learning_rate=0.1, seed=0, timeout=120,
+        model,
+        specs,
+        tasks,
+        df,
+        coordinator,
+        steps=args.steps,
+        batch_size=128,
+        learning_rate=0.1,
+        seed=0,
+        timeout=120,
     )
     after = model(rows)
-    path = export(model, out / "export", version=1, features=specs)
+    copy = local_copy(model)
+    np.testing.assert_allclose(copy(rows)["income"], after["income"], atol=1e-6)
+    path = export(copy, out / "export", version=1, features=specs)
     info.update(
         losses=losses,
         changed=float(np.max(np.abs(after["income"] - before["income"]))),
@@ -254,8 +289,16 @@ def _ps_coordinator(args):
     _wait_for(out / "worker_killed", timeout=60)
     start = time.monotonic()
     more = fit_ctr_with_coordinator(
-        model, specs, tasks, df, coordinator, steps=8, batch_size=128,
-        learning_rate=0.1, seed=1, timeout=60,
+        model,
+        specs,
+        tasks,
+        df,
+        coordinator,
+        steps=8,
+        batch_size=128,
+        learning_rate=0.1,
+        seed=1,
+        timeout=60,
     )
     info.update(losses_after_worker=more, seconds_after_worker=time.monotonic() - start)
     (out / "ps.json").write_text(json.dumps(info))
@@ -265,8 +308,16 @@ def _ps_coordinator(args):
     start = time.monotonic()
     try:
         fit_ctr_with_coordinator(
-            model, specs, tasks, df, coordinator, steps=8, batch_size=128,
-            learning_rate=0.1, seed=2, timeout=args.fault_timeout,
+            model,
+            specs,
+            tasks,
+            df,
+            coordinator,
+            steps=8,
+            batch_size=128,
+            learning_rate=0.1,
+            seed=2,
+            timeout=args.fault_timeout,
         )
     except Exception as error:  # the error the user would see
         info.update(
@@ -293,9 +344,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--fault-timeout", type=float, default=60)
     args = parser.parse_args(argv)
-    {"server": _server, "mwms": _mwms, "ps_coordinator": _ps_coordinator}[
-        args.command
-    ](args)
+    {"server": _server, "mwms": _mwms, "ps_coordinator": _ps_coordinator}[args.command](
+        args
+    )
 
 
 if __name__ == "__main__":
