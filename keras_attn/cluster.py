@@ -1,4 +1,13 @@
-"""Parameter-server training with `tf.distribute.coordinator.ClusterCoordinator`.
+"""Custom training loops for tf.distribute clusters: parameter servers
+(`ClusterCoordinator`) and multi-worker all-reduce where Keras' `fit` cannot.
+
+`fit_multi_worker` trains under `MultiWorkerMirroredStrategy` with a
+`tf.train.Checkpoint` backup per epoch: Keras 3.15's `fit` fails there with two
+workers or more (its `_maybe_symbolic_build` calls `strategy.reduce` on the whole
+nested first batch: "Attempt to convert a value ({...: PerReplica...}) with an
+unsupported type (<class 'dict'>) to a Tensor"); tf_keras' `fit` trains.
+
+The rest of this module is parameter-server training:
 
 Keras 3 has no parameter-server support: its `fit` does not take a
 `ParameterServerStrategy`, its variables hide a `ShardedVariable` behind `.value`
@@ -41,6 +50,7 @@ __all__ = [
     "ShardedAdagrad",
     "embedding_partitioner",
     "fit_ctr_with_coordinator",
+    "fit_multi_worker",
     "fit_with_coordinator",
     "local_copy",
     "shard_variables",
@@ -338,3 +348,112 @@ def fit_ctr_with_coordinator(
         learning_rate=learning_rate,
         timeout=timeout,
     )
+
+
+def fit_multi_worker(
+    model,
+    loss_fn: Callable,
+    dataset_fn: Callable,
+    strategy,
+    epochs: int,
+    steps_per_epoch: int,
+    global_batch_size: int,
+    optimizer,
+    backup_dir=None,
+) -> list[float]:
+    """Trains `model` under a multi-worker (or any all-reduce) strategy, resumably.
+
+    Each epoch reads `dataset_fn(epoch, batch_size, input_context)` in every input
+    pipeline (at the per-replica batch size; its batches are then split between the
+    pipelines), runs `steps_per_epoch` steps and, with `backup_dir`, saves the model,
+    the optimizer and the epoch count: the chief in `backup_dir`, the other workers
+    beside it (`<backup_dir>.worker_<id>`, removed at the end), as tf_keras'
+    `BackupAndRestore` does. A job started again with the same arguments (all its
+    workers: an all-reduce job cannot go on without one) restores the chief's last
+    save and goes on with the next epoch; with the same data order per epoch it
+    ends with the weights of an uninterrupted run. The backups are removed when
+    training ends.
+
+    Args:
+        model: a Keras model built inside `strategy.scope()`.
+        loss_fn: `loss_fn(y_true, y_pred) -> (batch,)`, the loss of each example
+            (averaged over the global batch here; the model's `losses` are added,
+            divided by the replicas).
+        dataset_fn: `(epoch, batch_size, input_context) -> tf.data.Dataset` of
+            `(x, y)` batches; give each epoch its own, reproducible order.
+        strategy: the `tf.distribute.Strategy` the model was built under.
+        epochs: int. Epochs in all (a resumed job runs the ones left).
+        steps_per_epoch: int. Global steps per epoch.
+        global_batch_size: int. Examples per step over all replicas.
+        optimizer: a Keras optimizer, made inside `strategy.scope()`.
+        backup_dir: str. Folder shared by the workers for the backups; None: none.
+
+    Returns:
+        The mean loss of each epoch this call ran.
+    """
+    import shutil
+
+    for name, value in (
+        ("epochs", epochs),
+        ("steps_per_epoch", steps_per_epoch),
+        ("global_batch_size", global_batch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"`{name}` must be a positive integer. Received: {name}={value!r}"
+            )
+    with strategy.scope():
+        optimizer.build(model.trainable_variables)  # slots exist before a restore
+    epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+    manager = None
+    if backup_dir is not None:
+        backup_dir = str(backup_dir)
+        chief = getattr(strategy.extended, "should_checkpoint", True)
+        resolver = getattr(strategy, "cluster_resolver", None)
+        task = getattr(resolver, "task_id", None)
+        write_dir = backup_dir if chief else f"{backup_dir}.worker_{task}"
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
+        latest = tf.train.latest_checkpoint(backup_dir)
+        if latest is not None:
+            checkpoint.read(latest).expect_partial()
+        manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=1)
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=True)
+            loss = tf.nn.compute_average_loss(
+                loss_fn(y, predictions), global_batch_size=global_batch_size
+            )
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        variables = model.trainable_variables
+        # The optimizer sums the gradients of all replicas.
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    @tf.function
+    def train_step(iterator):
+        x, y = next(iterator)
+        losses = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce("SUM", losses, axis=None)
+
+    history = []
+    while int(epoch.numpy()) < epochs:
+        current = int(epoch.numpy())
+
+        def make(context, current=current):
+            size = context.get_per_replica_batch_size(global_batch_size)
+            ds = dataset_fn(current, size, context)
+            return ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+
+        iterator = iter(strategy.distribute_datasets_from_function(make))
+        total = 0.0
+        for _ in range(steps_per_epoch):
+            total += float(train_step(iterator))
+        history.append(total / steps_per_epoch)
+        epoch.assign_add(1)
+        if manager is not None:
+            manager.save()  # every worker saves (the chief's copy is the one read)
+    if manager is not None:
+        shutil.rmtree(manager.directory, ignore_errors=True)
+    return history

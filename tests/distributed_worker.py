@@ -81,9 +81,23 @@ class _PauseAt(keras.callbacks.Callback):
             )  # the test's SIGKILL ends this; the test's timeout bounds it
 
 
-def _fault_options(args, task_id, model_name):
+class _EpochTimer(keras.callbacks.Callback):
+    """Wall-clock seconds of each epoch (for benchmarks/bench_distribute.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def _fault_options(args, task_id, model_name, timer=None):
     """`backup_dir` and the pause callback of this worker."""
-    options = {"callbacks": []}
+    options = {"callbacks": [timer] if timer else []}
     if args.backup:
         # One folder for the job, shared by its workers (tf_keras' BackupAndRestore
         # writes the chief's state there, the others' in temporary folders).
@@ -97,11 +111,17 @@ def _fault_options(args, task_id, model_name):
 def _train_ctr(strategy, args, task_id):
     from keras_attn.models import build_ctr_model, fit_ctr_model
 
-    df, specs, tasks = _census()
+    df, specs, tasks = _census(rows=args.rows)
     with strategy.scope():
-        model = build_ctr_model(
-            specs, tasks, num_experts=2, expert_units=(8,), tower_units=(8,)
-        )
+        if args.rows == CTR_ROWS:
+            model = build_ctr_model(
+                specs, tasks, num_experts=2, expert_units=(8,), tower_units=(8,)
+            )
+        else:  # the benchmark: the library's default sizes
+            model = build_ctr_model(specs, tasks)
+    if KERAS_3:
+        return _train_ctr_loop(strategy, args, task_id, model, df, specs, tasks)
+    timer = _EpochTimer()
     # The raw-string preprocessing runs on the host in tf.data; the replicated
     # core holds the trainable weights (see fit_ctr_model).
     history = fit_ctr_model(
@@ -110,16 +130,83 @@ def _train_ctr(strategy, args, task_id):
         tasks,
         df,
         epochs=args.epochs,
-        batch_size=CTR_BATCH,
+        batch_size=args.batch,
         seed=0,
         learning_rate=1e-2,
         jit_compile=False,
         steps_per_execution=1,
         strategy=strategy,
         verbose=0,
-        **_fault_options(args, task_id, "ctr"),
+        **_fault_options(args, task_id, "ctr", timer),
     )
-    return model.get_weights(), history.history
+    history = {**history.history, "epoch_seconds": timer.seconds}
+    return model.get_weights(), history
+
+
+def _hold_at(ds, batch, marker):
+    """`ds` whose element `batch` writes `marker` and sleeps first (the test kills
+    the process there: the custom loop has no Keras callbacks)."""
+
+    def hold(i):
+        if int(i) == batch:
+            Path(marker).write_text(f"batch {batch}")
+            time.sleep(300)
+        return i
+
+    def map_fn(i, element):
+        done = tf.py_function(hold, [i], tf.int64)
+        with tf.control_dependencies([done]):
+            return tf.nest.map_structure(tf.identity, element)
+
+    return ds.enumerate().map(map_fn)
+
+
+def _train_ctr_loop(strategy, args, task_id, model, df, specs, tasks):
+    """Keras 3: the CTR core with keras_attn.cluster.fit_multi_worker."""
+    from keras_attn.cluster import fit_multi_worker
+    from keras_attn.features import to_dataset
+    from keras_attn.models import split_ctr_model
+
+    with strategy.scope():
+        preprocessor, core = split_ctr_model(model, specs)
+        optimizer = keras.optimizers.Adam(1e-2)
+    # Every row encoded once on the host; the core trains on the encoded rows.
+    x, y = to_dataset(
+        df, specs, tasks, batch_size=len(df), preprocessor=preprocessor
+    ).get_single_element()
+
+    def dataset_fn(epoch, batch_size, context):
+        # The order depends on the epoch alone: a resumed job reads what an
+        # uninterrupted one read.
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(df), seed=epoch)
+        ds = ds.batch(batch_size, drop_remainder=True)
+        if args.pause_at and task_id == 1:
+            pause_epoch, batch = map(int, args.pause_at.split(":"))
+            if epoch == pause_epoch:
+                # This worker's batches are every other one (sharded after this).
+                ds = _hold_at(ds, 2 * batch + 1, Path(args.out) / "paused")
+        return ds
+
+    def loss_fn(y_true, y_pred):
+        return tf.add_n(
+            [
+                keras.losses.binary_crossentropy(y_true[t.name], y_pred[t.name])
+                for t in tasks
+            ]
+        )
+
+    losses = fit_multi_worker(
+        core,
+        loss_fn,
+        dataset_fn,
+        strategy,
+        epochs=args.epochs,
+        steps_per_epoch=len(df) // args.batch,
+        global_batch_size=args.batch,
+        optimizer=optimizer,
+        backup_dir=Path(args.backup) / "ctr" if args.backup else None,
+    )
+    return model.get_weights(), {"loss": losses}
 
 
 def _train_bert(strategy, args, task_id):
@@ -339,6 +426,8 @@ def main(argv=None):
     parser.add_argument("--out")
     parser.add_argument("--models", default="ctr")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=CTR_ROWS)
+    parser.add_argument("--batch", type=int, default=CTR_BATCH)
     parser.add_argument("--backup")
     parser.add_argument("--pause-at")
     parser.add_argument("--steps", type=int, default=16)
