@@ -22,10 +22,15 @@ import time
 import numpy as np
 import pytest
 
-from keras_attn.backend import KERAS_3
+from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.cluster import (
+    ShardedAdagrad,
+    embedding_partitioner,
+    fit_multi_worker,
+    local_copy,
+    shard_variables,
+)
 from tests.cluster import LocalCluster
-
-pytestmark = pytest.mark.slow
 
 #: Bound on one cluster phase (start-up included) on this busy 2-core machine.
 PHASE_TIMEOUT = 240
@@ -56,6 +61,7 @@ def _assert_same(a, b, atol):
         np.testing.assert_allclose(x, y, rtol=0, atol=atol)
 
 
+@pytest.mark.slow
 def test_multi_worker_trains_and_resumes_after_sigkill(tmp_path):
     epochs = ["--epochs", "2"]
     # Under Keras 3 the CTR core trains with keras_attn.cluster.fit_multi_worker
@@ -112,6 +118,7 @@ def test_multi_worker_trains_and_resumes_after_sigkill(tmp_path):
     _assert_same(resumed, expected, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_parameter_servers_shard_train_export_and_report_failures(tmp_path):
     from keras_attn.datasets import load_census_sample
     from keras_attn.features import features_from_json, to_dataset
@@ -175,3 +182,107 @@ def test_parameter_servers_shard_train_export_and_report_failures(tmp_path):
             np.testing.assert_allclose(
                 served[task].numpy(), expected[task], rtol=0, atol=1e-5
             )
+
+
+# ----- The loops' parts, in one process (fast) -----
+
+
+def _adagrad_numpy(value, grads, lr, init, eps):
+    acc = np.full_like(value, init)
+    for g in grads:
+        acc = acc + g * g
+        value = value - lr * g / np.sqrt(acc + eps)
+    return value
+
+
+def test_sharded_adagrad_matches_the_formula_dense_and_sparse():
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(5, 3)).astype("float32")
+    dense = tf.Variable(start)
+    sparse = tf.Variable(start)
+    opt_dense = ShardedAdagrad([dense], learning_rate=0.1)
+    opt_sparse = ShardedAdagrad([sparse], learning_rate=0.1)
+    ids = tf.constant([1, 3, 1])  # a repeated id: its rows' gradients add up
+    grads = []
+    for _ in range(3):
+        rows = rng.normal(size=(3, 3)).astype("float32")
+        full = np.zeros_like(start)
+        np.add.at(full, ids.numpy(), rows)
+        grads.append(full)
+        opt_dense.apply([tf.constant(full)])
+        opt_sparse.apply([tf.IndexedSlices(tf.constant(rows), ids, (5, 3))])
+    expected = _adagrad_numpy(start, grads, 0.1, 0.1, 1e-7)
+    np.testing.assert_allclose(dense.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sparse.numpy(), expected, rtol=1e-5, atol=1e-6)
+    # Rows no gradient touched stay as they were.
+    np.testing.assert_array_equal(sparse.numpy()[[0, 2, 4]], start[[0, 2, 4]])
+
+
+def test_cluster_arguments_are_checked():
+    with pytest.raises(ValueError, match="`num_shards` must be a positive integer"):
+        embedding_partitioner(0)
+    with pytest.raises(ValueError, match="`learning_rate` must be positive"):
+        ShardedAdagrad([tf.Variable([1.0])], learning_rate=0)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    strategy = tf.distribute.get_strategy()
+    with pytest.raises(ValueError, match="`epochs` must be a positive integer"):
+        fit_multi_worker(model, None, None, strategy, 0, 1, 4, None)
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        with pytest.raises(ValueError, match="outside a strategy's scope"):
+            local_copy(model)
+
+
+def test_local_copy_keeps_the_weights_and_shard_variables_unwraps():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    copy = local_copy(model)
+    x = np.ones((4, 2), "float32")
+    np.testing.assert_allclose(copy(x), model(x), atol=1e-7)
+    variables = shard_variables(model.trainable_variables)
+    assert all(isinstance(v, tf.Variable) for v in variables)
+    assert [tuple(v.shape) for v in variables] == [(2, 3), (3,)]
+
+
+def _loop_job(backup_dir, epochs, fail_at_epoch=None):
+    """A tiny model trained by fit_multi_worker on one device; the dataset raises
+    in `fail_at_epoch` (a crash mid-epoch)."""
+    keras.utils.set_random_seed(0)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y = (x.sum(1) > 0).astype("float32")[:, None]
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        optimizer = keras.optimizers.Adam(0.05)
+
+    def dataset_fn(epoch, batch_size, context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(32, seed=epoch)
+        ds = ds.batch(batch_size, drop_remainder=True)
+        if epoch == fail_at_epoch:
+
+            def crash(i, batch):
+                tf.debugging.assert_less(i, tf.constant(2, tf.int64), "a crash")
+                return batch
+
+            ds = ds.enumerate().map(crash)
+        return ds
+
+    def loss_fn(y_true, y_pred):
+        return keras.losses.mean_squared_error(y_true, y_pred)
+
+    history = fit_multi_worker(
+        model, loss_fn, dataset_fn, strategy, epochs, 4, 8, optimizer, backup_dir
+    )
+    return model, history
+
+
+def test_fit_multi_worker_resumes_from_its_backup(tmp_path):
+    plain, history = _loop_job(tmp_path / "plain", epochs=3)
+    assert len(history) == 3 and history[-1] < history[0]
+    assert not (tmp_path / "plain").exists()  # removed when training ends
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _loop_job(tmp_path / "backup", epochs=3, fail_at_epoch=2)
+    assert (tmp_path / "backup").exists()  # epochs 0 and 1 were backed up
+    resumed, history = _loop_job(tmp_path / "backup", epochs=3)
+    assert len(history) == 1  # epoch 2 only
+    for a, b in zip(resumed.get_weights(), plain.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
