@@ -74,11 +74,12 @@ def main(argv=None):
             seconds = record["history"]["epoch_seconds"][1:]
             rate = examples / statistics.median(seconds)
             rates[workers].append(rate)
-            print(f"{workers} worker(s): {rate:,.0f} examples/s ({seconds})", flush=True)
+            print(f"{workers} worker(s): {rate:,.0f} examples/s {seconds}", flush=True)
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
     body = (
         "Census CTR model (`build_ctr_model` defaults, 5,000-row shipped sample), "
-        f"`fit_ctr_model` under MultiWorkerMirroredStrategy, global batch {args.batch}, "
+        "`fit_ctr_model` under MultiWorkerMirroredStrategy, global batch "
+        f"{args.batch}, "
         "no XLA, one step per execution, tf_keras, worker processes on 127.0.0.1 of "
         "this 2-core machine, shared with other jobs while measured (noisy). "
         f"Examples/s of epochs 2-{args.epochs}, median over {args.rounds} rounds "

@@ -7,20 +7,22 @@ workers or more (its `_maybe_symbolic_build` calls `strategy.reduce` on the whol
 nested first batch: "Attempt to convert a value ({...: PerReplica...}) with an
 unsupported type (<class 'dict'>) to a Tensor"); tf_keras' `fit` trains.
 
-The rest of this module is parameter-server training:
-
-Keras 3 has no parameter-server support: its `fit` does not take a
-`ParameterServerStrategy`, its variables hide a `ShardedVariable` behind `.value`
-(so `GradientTape.gradient` on them fails: "'ShardedVariable' object has no
+The rest of this module is parameter-server training. Keras 3 has no
+parameter-server support: its `fit` does not take a `ParameterServerStrategy`,
+its variables hide a `ShardedVariable` behind `.value` (so
+`GradientTape.gradient` on them fails: "'ShardedVariable' object has no
 attribute 'handle'"), and its optimizers cannot create slots for one
 ("ShardedVariable doesn't support being used as a reference"). tf_keras' `fit`
-does support it (through `DatasetCreator`). So that one loop runs under both
-generations, this module holds a custom training loop: the coordinator schedules
-one training step per closure on whichever worker is free; each step computes the
-gradients with respect to the variables' shards (on the parameter servers) and
-applies `ShardedAdagrad`, an Adagrad written in TensorFlow ops on those shards
-(Adagrad, as the usual optimizer of big embedding tables: its sparse update touches
-only the rows a batch reads).
+documents support for it (through `DatasetCreator`; not tried here). So that one
+loop runs under both generations, this module holds a custom training loop: the
+coordinator schedules one training step per closure on whichever worker is free;
+each step computes the gradients with respect to the variables' shards (on the
+parameter servers) and applies `ShardedAdagrad`, an Adagrad written in TensorFlow
+ops on those shards (Adagrad, as the usual optimizer of big embedding tables: its
+sparse update touches only the rows a batch reads).
+
+Keras 3's export cannot save a `ShardedVariable` either: export `local_copy(model)`,
+a copy outside the strategy with the trained weights.
 
 Every wait is bounded (`timeout`): a parameter server that dies makes the
 coordinator raise; a worker that dies has its closures rescheduled on the others
@@ -29,14 +31,13 @@ coordinator raise; a worker that dies has its closures rescheduled on the others
 Example (in a coordinator process whose `TF_CONFIG` names a chief, workers and
 parameter servers):
 
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.ParameterServerStrategy(
-        resolver, variable_partitioner=embedding_partitioner(2))
+    strategy = keras_attn.distribute.get_strategy("parameter_server")
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
         model = build_ctr_model(specs, tasks, shared_table=True)
     losses = fit_ctr_with_coordinator(model, specs, tasks, df, coordinator,
                                       steps=100)
+    keras_attn.serving.export(local_copy(model), "saved_models/ctr")
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from keras_attn.backend import keras, tf
 
 __all__ = [
     "ShardedAdagrad",
-    "embedding_partitioner",
     "fit_ctr_with_coordinator",
     "fit_multi_worker",
     "fit_with_coordinator",
@@ -56,30 +56,6 @@ __all__ = [
     "shard_variables",
     "wait_for_coordinator",
 ]
-
-
-def embedding_partitioner(num_shards: int, min_shard_bytes: int = 256 << 10):
-    """A `variable_partitioner` that splits big variables (embedding tables) along
-    their rows into at most `num_shards` shards of at least `min_shard_bytes`.
-
-    Args:
-        num_shards: int. The most shards per variable (the parameter servers).
-        min_shard_bytes: int. Smaller variables stay whole. Defaults to 256 KiB.
-
-    Returns:
-        A `tf.distribute.experimental.partitioners.MinSizePartitioner`.
-    """
-    for name, value in (
-        ("num_shards", num_shards),
-        ("min_shard_bytes", min_shard_bytes),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"`{name}` must be a positive integer. Received: {name}={value!r}"
-            )
-    return tf.distribute.experimental.partitioners.MinSizePartitioner(
-        min_shard_bytes=min_shard_bytes, max_shards=num_shards
-    )
 
 
 #: TensorFlow's class of a partitioned variable (not exported under `tf.distribute`).
