@@ -169,8 +169,27 @@ def local_copy(model):
             f"{type(tf.distribute.get_strategy()).__name__}'s scope"
         )
     copy = keras.models.clone_model(model)
-    copy.set_weights(model.get_weights())
+    copy.set_weights(_whole_weights(model))
     return copy
+
+
+def _whole_weights(model) -> list:
+    """`model.get_weights()` with each split variable joined again.
+
+    tf_keras lists a `ShardedVariable`'s shards as separate weights (each one knows
+    its container); Keras 3 lists the variable that holds it.
+    """
+    values, seen = [], set()
+    for weight in model.weights:
+        container = getattr(weight, "_sharded_container", None)
+        if container is None:
+            values.append(weight.numpy())
+            continue
+        sharded = container()
+        if id(sharded) not in seen:
+            seen.add(id(sharded))
+            values.append(tf.convert_to_tensor(sharded).numpy())
+    return values
 
 
 def wait_for_coordinator(coordinator, timeout: float, poll: float = 0.05) -> None:
