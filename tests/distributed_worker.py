@@ -260,7 +260,11 @@ def _mwms(args):
     resolver = _resolver()
     # A bound on every collective: a peer that stops answering fails the step
     # instead of hanging it.
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
+    # `--pack`: packs of 64 MiB, all the gradients in one all-reduce (0 lets
+    # TensorFlow choose).
+    options = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=60, bytes_per_pack=(64 << 20) if args.pack else 0
+    )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         cluster_resolver=resolver, communication_options=options
     )
@@ -429,6 +433,7 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--rows", type=int, default=CTR_ROWS)
     parser.add_argument("--batch", type=int, default=CTR_BATCH)
+    parser.add_argument("--pack", action="store_true")
     parser.add_argument("--backup")
     parser.add_argument("--pause-at")
     parser.add_argument("--steps", type=int, default=16)
