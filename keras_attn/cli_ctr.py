@@ -152,6 +152,29 @@ def add_quickstart(subparsers) -> None:
     parser.set_defaults(func=quickstart)
 
 
+#: `keras_attn.distribute.KINDS`, spelled out: `--help` loads no TensorFlow.
+STRATEGIES = ("auto", "tpu", "multi_worker", "parameter_server", "mirrored", "default")
+
+
+def add_distribute_arguments(parser) -> None:
+    """`--strategy`, `--tpu`, `--backup-dir` and `--checkpoint-dir` (train ctr|text)."""
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="default",
+        help="tf.distribute strategy (keras_attn.distribute.get_strategy); 'auto' "
+        "reads TPU variables, TF_CONFIG and the local GPUs",
+    )
+    parser.add_argument("--tpu", help="TPU name or address for --strategy tpu")
+    parser.add_argument(
+        "--backup-dir",
+        help="BackupAndRestore directory: a killed run started again resumes",
+    )
+    parser.add_argument(
+        "--checkpoint-dir", help="write the weights after each epoch here"
+    )
+
+
 def _split(text):
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
@@ -160,11 +183,8 @@ def train_ctr(args: argparse.Namespace) -> int:
     """Infers feature specs from a CSV, trains a CTR model, exports it."""
     import pandas as pd
 
-    from keras_attn.features import (
-        CategoricalFeature,
-        infer_features,
-        to_dataset,
-    )
+    from keras_attn.distribute import get_strategy
+    from keras_attn.features import CategoricalFeature, infer_features
     from keras_attn.models import Task, build_ctr_model
     from keras_attn.models.ctr import fit_ctr_model
     from keras_attn.serving import export
@@ -216,10 +236,12 @@ def train_ctr(args: argparse.Namespace) -> int:
         kwargs.update(multitask="shared_bottom", interacting_layers=args.interacting)
     else:
         kwargs.update(multitask=args.model)
-    model = build_ctr_model(specs, tasks, **kwargs)
+    strategy = get_strategy(args.strategy, tpu=args.tpu)
+    with strategy.scope():  # the variables are replicated when they are made
+        model = build_ctr_model(specs, tasks, **kwargs)
     # The CSV streams through the model's preprocessing layers in tf.data; the rest
     # of the model trains on the ids, on full batches. The export takes raw rows.
-    fit_ctr_model(
+    history = fit_ctr_model(
         model,
         specs,
         tasks,
@@ -231,12 +253,17 @@ def train_ctr(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
         jit_compile=args.xla,
         verbose=1,
+        strategy=strategy,
+        backup_dir=args.backup_dir,
+        checkpoint_dir=args.checkpoint_dir,
     )
     if args.validation:
-        val_ds = to_dataset(args.validation, specs, tasks, batch_size=args.batch_size)
-        logs = model.evaluate(val_ds, return_dict=True, verbose=0)
+        # The last epoch's evaluation of the core on the encoded rows (under a
+        # strategy, Keras 3 cannot evaluate the raw-string model itself).
+        logs = {k: v[-1] for k, v in history.history.items()}
         for t in tasks:
-            key = f"{t.name}_auc"
+            # Keras names a single output's metrics without its name.
+            key = f"val_{t.name}_auc" if len(tasks) > 1 else "val_auc"
             if key in logs:
                 print(f"validation AUC {t.name}: {logs[key]:.4f}")
     if args.export:
@@ -324,6 +351,7 @@ def add_train(subparsers) -> None:
     p.add_argument(
         "--version", type=int, help="export version (default: one above the highest)"
     )
+    add_distribute_arguments(p)
 
     def dispatch(args):
         if getattr(args, "kind", None) != "ctr":

@@ -11,6 +11,8 @@ import gzip
 import json
 from pathlib import Path
 
+from keras_attn.cli_ctr import add_distribute_arguments
+
 __all__ = ["add_train_text", "read_text_file", "train_text"]
 
 
@@ -86,6 +88,10 @@ def train_text(args: argparse.Namespace) -> int:
         patience=args.patience,
         verbose=2,
         seed=args.seed,
+        strategy=args.strategy,
+        tpu=args.tpu,
+        backup_dir=args.backup_dir,
+        checkpoint_dir=args.checkpoint_dir,
         **kwargs,
     )
     if clf.val_accuracy is not None:
@@ -155,4 +161,5 @@ def add_train_text(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--export", metavar="DIR", help="export to DIR/<version>")
     p.add_argument("--version", type=int, help="export version")
+    add_distribute_arguments(p)
     p.set_defaults(func=train_text)

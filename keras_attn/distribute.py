@@ -33,6 +33,8 @@ __all__ = [
     "fit_callbacks",
     "get_strategy",
     "model_strategy",
+    "check_static_input",
+    "numbers_only",
     "read_tf_config",
     "steps_per_execution",
 ]
@@ -387,22 +389,89 @@ def distribute_dataset(
     return strategy.distribute_datasets_from_function(make)
 
 
-def steps_per_execution(strategy, requested: int) -> int:
-    """`requested`, or 1 where Keras cannot run several steps per call.
+def numbers_only(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` with boolean tensors (masks) as int32; refuses strings.
 
-    Keras 3.15 runs `steps_per_execution > 1` as a `tf.while_loop` over optional
-    batches, which fails under `MirroredStrategy` / `MultiWorkerMirroredStrategy`
-    with more than one replica ("You must feed a value for placeholder tensor
-    ... while/cond/Placeholder"; seen on two logical CPU devices). tf_keras runs it.
-    TPUStrategy keeps the request (untested here: no TPU).
+    Keras 3 builds a model under a strategy from the replicas' first batch averaged
+    over the replicas (`strategy.reduce("MEAN", ...)`), which has no kernel for
+    strings or booleans. A functional model casts an int32 mask back to its boolean
+    input.
     """
+    strings = [
+        str(spec)
+        for spec in tf.nest.flatten(dataset.element_spec)
+        if spec.dtype == tf.string
+    ]
+    if strings:
+        raise ValueError(
+            "The input of a replicated model must be numbers: run the string "
+            "preprocessing in tf.data first (e.g. `to_dataset(..., "
+            f"preprocessor=...)`). Received string tensors: {strings}"
+        )
+
+    def cast(*batch):
+        batch = tf.nest.map_structure(
+            lambda t: tf.cast(t, tf.int32) if t.dtype == tf.bool else t, batch
+        )
+        return batch if len(batch) > 1 else batch[0]
+
+    return dataset.map(cast)
+
+
+def check_static_input(dataset) -> None:
+    """Raises unless `dataset` fits a TPU step: numbers only, every shape fixed.
+
+    A TPU (and XLA at large) compiles one program per input shape and runs no
+    string op: batches must be full (`drop_remainder=True`), lengths padded to a
+    fixed size, and the tokenization or lookups done before, in `tf.data`.
+
+    Args:
+        dataset: a `tf.data.Dataset`.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> check_static_input(tf.data.Dataset.range(8).batch(4, drop_remainder=True))
+    """
+    bad = [
+        f"{spec.dtype.name}{spec.shape}"
+        for spec in tf.nest.flatten(dataset.element_spec)
+        if spec.dtype == tf.string or not spec.shape.is_fully_defined()
+    ]
+    if bad:
+        raise ValueError(
+            "`dataset` must give numeric batches of fixed shapes for a TPU / XLA "
+            "step (batch with drop_remainder=True, pad to fixed lengths, tokenize "
+            f"in tf.data). Received element specs: {bad}"
+        )
+
+
+def steps_per_execution(
+    strategy, requested: int, steps_per_epoch: int | None = None
+) -> int:
+    """`requested` steps per call, made safe for Keras and for the epoch's steps.
+
+    - Keras 3.15 runs `steps_per_execution > 1` as a `tf.while_loop` over optional
+      batches, which fails under `MirroredStrategy` / `MultiWorkerMirroredStrategy`
+      with more than one replica ("You must feed a value for placeholder tensor
+      ... while/cond/Placeholder"; seen on two logical CPU devices): 1 there.
+      tf_keras runs it; TPUStrategy keeps the request (untested here: no TPU).
+    - Keras 3 runs whole executions: on an endless dataset, an epoch of
+      `steps_per_epoch` steps trains `ceil(steps_per_epoch / k) * k` of them. The
+      result divides `steps_per_epoch` (the largest divisor <= the request).
+    """
+    k = max(1, int(requested))
     if (
         KERAS_3
         and strategy.num_replicas_in_sync > 1
         and not isinstance(strategy, tf.distribute.TPUStrategy)
     ):
         return 1
-    return requested
+    if steps_per_epoch:
+        k = min(k, steps_per_epoch)
+        while steps_per_epoch % k:
+            k -= 1
+    return k
 
 
 def epoch_batches(

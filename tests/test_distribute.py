@@ -202,3 +202,51 @@ def test_distribute_dataset_checks_the_batch():
         ).numpy(),
         np.arange(8),
     )
+
+
+@pytest.mark.parametrize(
+    "requested, steps, expected", [(16, 1, 1), (16, 136, 8), (16, 32, 16), (4, None, 4)]
+)
+def test_steps_per_execution_divides_the_epoch(requested, steps, expected):
+    # Keras 3 runs whole executions: a k that does not divide the epoch trains
+    # extra steps on an endless dataset.
+    strategy = tf.distribute.get_strategy()
+    assert distribute.steps_per_execution(strategy, requested, steps) == expected
+
+
+def test_cli_strategy_choices_are_the_kinds():
+    from keras_attn.cli_ctr import STRATEGIES
+
+    assert STRATEGIES == distribute.KINDS
+
+
+def test_cli_rejects_an_unknown_strategy(capsys):
+    from keras_attn.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "ctr", "--data", "x.csv", "--labels", "y", "--strategy", "x"])
+    assert "--strategy: invalid choice: 'x'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_train_ctr_under_a_strategy_with_checkpoints(tmp_path, capsys, monkeypatch):
+    import pandas as pd
+
+    from keras_attn.cli import main
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    rng = np.random.default_rng(0)
+    n = 128
+    city = rng.choice(["a", "b", "c"], size=n)
+    df = pd.DataFrame(
+        {"city": city, "age": rng.normal(40, 10, n), "click": (city == "a") * 1}
+    )
+    df.to_csv(tmp_path / "t.csv", index=False)
+    args = ["train", "ctr", "--data", str(tmp_path / "t.csv"), "--labels", "click"]
+    args += ["--epochs", "2", "--batch-size", "32", "--validation"]
+    args += [str(tmp_path / "t.csv"), "--strategy", "mirrored", "--checkpoint-dir"]
+    args += [str(tmp_path / "ckpt")]
+    assert main(args) == 0
+    assert "validation AUC click:" in capsys.readouterr().out
+    names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert names == ["epoch_001.weights.h5", "epoch_002.weights.h5"]

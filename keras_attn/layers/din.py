@@ -31,7 +31,8 @@ class Dice(Layer):
     training `E[s]` and `Var[s]` are the batch's (over every axis but `axis`) and
     update moving averages, as `BatchNormalization` does; in inference the moving
     averages are used. They are non-trainable weights, so they are saved with the
-    model. Statistics are computed in float32 under mixed precision.
+    model. Statistics are computed in float32 under mixed precision, and over the
+    global batch under a `tf.distribute` strategy with several replicas.
 
     Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
 
@@ -118,11 +119,25 @@ class Dice(Layer):
         # Mean and variance over `reduce_axes`, and whether there was any element:
         # an empty batch (e.g. no real history item at all) must not turn the
         # moving statistics into NaN.
+        # Under a tf.distribute strategy with several replicas, the sums run over
+        # the global batch (as `BatchNormalization(synchronized=True)`), so the
+        # replicas' statistics, and the step, are those of one device.
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+
+            def total(v):
+                return context.all_reduce(tf.distribute.ReduceOp.SUM, v)
+        else:
+
+            def total(v):
+                return v
+
         count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(x), reduce_axes)), x.dtype)
+        count = total(count)
         safe = tf.maximum(count, 1.0)
-        mean = tf.reduce_sum(x, reduce_axes) / safe
+        mean = total(tf.reduce_sum(x, reduce_axes)) / safe
         centered = x - self._broadcast(mean, len(x.shape))
-        variance = tf.reduce_sum(tf.square(centered), reduce_axes) / safe
+        variance = total(tf.reduce_sum(tf.square(centered), reduce_axes)) / safe
         return mean, variance, count > 0
 
     def call(self, inputs, training=None):

@@ -388,7 +388,7 @@ def fit_bert_pretrainer(
                 nsp_weight=nsp_weight,
                 jit_compile=jit_compile,
                 steps_per_execution=distribute.steps_per_execution(
-                    strategy, steps_per_execution
+                    strategy, steps_per_execution, steps_per_epoch
                 ),
             )
     return model.fit(

@@ -608,6 +608,13 @@ def fit_ctr_model(
         preprocessor, core = split_ctr_model(model, features)
 
     def train_dataset(size, context):
+        ds = _train_dataset(size)
+        # Several replicas: no boolean mask in the batches Keras 3 averages.
+        return distribute.numbers_only(ds) if replicated else ds
+
+    replicated = strategy.num_replicas_in_sync > 1
+
+    def _train_dataset(size):
         if backup_dir is not None and steps:
             # Whole columns, encoded once; the order depends on the epoch only.
             x, y = next(
@@ -651,6 +658,8 @@ def fit_ctr_model(
             batch_size=batch_size,
             preprocessor=preprocessor,
         )
+        if replicated:
+            validation = distribute.numbers_only(validation)
     if not KERAS_3 and steps is None:
         # tf_keras needs a known number of steps for several steps per execution,
         # and a streamed CSV has none.
@@ -663,7 +672,7 @@ def fit_ctr_model(
             learning_rate=learning_rate,
             jit_compile=jit_compile,
             steps_per_execution=distribute.steps_per_execution(
-                strategy, steps_per_execution
+                strategy, steps_per_execution, steps
             ),
         )
     # The dataset shuffles itself; shuffle=False keeps Keras from warning.
