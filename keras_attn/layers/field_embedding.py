@@ -202,14 +202,14 @@ class FieldEmbedding(Layer):
             if self.shared_table:
                 ids = ids + tf.constant(self._offsets, self._id_dtype)
                 # (batch, fields, dim)
-                parts.append(tf.cast(tf.gather(self.tables[0], ids), compute))
+                parts.append(tf.cast(_lookup(self.tables[0], ids), compute))
                 if in_range is not None:
                     parts[-1] *= tf.cast(in_range, compute)[:, :, tf.newaxis]
             else:
                 columns = tf.unstack(ids, num=len(self.tables), axis=1)
                 parts.append(
                     tf.stack(
-                        [tf.gather(t, c) for t, c in zip(self.tables, columns)], axis=1
+                        [_lookup(t, c) for t, c in zip(self.tables, columns)], axis=1
                     )
                 )
                 parts[-1] = tf.cast(parts[-1], compute)
@@ -247,3 +247,15 @@ class FieldEmbedding(Layer):
             "validate_ids": self.validate_ids,
         }
         return {**super().get_config(), **config}
+
+
+def _lookup(table, ids):
+    """`tf.gather(table, ids)`, and the rows of a table split over parameter
+    servers (a `ShardedVariable`, held as such by tf_keras and inside `.value` by
+    Keras 3), which gathers only 1-D ids: `tf.nn.embedding_lookup` reads each row
+    from its shard instead of joining the whole table."""
+    sharded = tf.__internal__.distribute.ShardedVariable
+    inner = table if isinstance(table, sharded) else getattr(table, "value", None)
+    if isinstance(inner, sharded):
+        return tf.nn.embedding_lookup(inner, ids)
+    return tf.gather(table, ids)
