@@ -14,6 +14,9 @@ PACKAGES = (
     "keras_attn.text",
     "keras_attn.serving",
     "keras_attn.datasets",
+    "keras_attn.distribute",
+    "keras_attn.cluster",
+    "keras_attn.startup",
 )
 # Functions of the library are named for what they do; other backticked snake_case
 # words in the README are arguments, dtype policies or paths.
