@@ -148,9 +148,14 @@ def test_features_fit_on_train_and_share_tables(movielens):
     assert 16 not in specs["item_id"].vocabulary
     assert set(specs["item_id"].vocabulary) == set(data.train.item_id)
     assert specs["age"].mean == pytest.approx(data.train.age.mean(), rel=1e-6)
-    assert "user_id" not in {
-        f.name for f in movielens_din_features(data.train, embed_user=False)
+    names = {
+        f.name
+        for f in movielens_din_features(
+            data.train, embed_user=False, genre_history=False
+        )
     }
+    assert "user_id" not in names and "hist_genres" not in names
+    assert "hist_item_id" in names
 
 
 def test_movielens_bad_arguments(movielens, tmp_path):

@@ -260,19 +260,24 @@ def load_movielens_din(
 
 
 def movielens_din_features(
-    train: pd.DataFrame, history_length: int = 50, embed_user: bool = True
+    train: pd.DataFrame,
+    history_length: int = 50,
+    embed_user: bool = True,
+    genre_history: bool = True,
 ) -> list:
     """DIN feature specs fitted on the training part of `load_movielens_din`.
 
     Categorical (by vocabulary): `user_id` (with `embed_user`), `item_id`,
     `gender`, `occupation`, `genres` (the candidate's genre set as one value);
-    numeric: `age`; sequences: `hist_item_id` sharing `item_id`'s table and
-    `hist_genres` sharing `genres`', both of `history_length` steps.
+    numeric: `age`; sequences: `hist_item_id` sharing `item_id`'s table and, with
+    `genre_history`, `hist_genres` sharing `genres`', both of `history_length`
+    steps. Each sequence is pooled by its own DIN attention in `build_ctr_model`.
 
     Args:
         train: the training DataFrame (vocabularies and statistics come from it).
         history_length: int. `max_len` of the sequences. Defaults to 50.
         embed_user: bool. Include the user id as a feature. Defaults to True.
+        genre_history: bool. Include the history of genre sets. Defaults to True.
 
     Returns:
         A list of fitted feature specs.
@@ -284,8 +289,11 @@ def movielens_din_features(
         CategoricalFeature("occupation"),
         NumericFeature("age", missing_indicator=False),
         SequenceFeature("hist_item_id", shares="item_id", max_len=history_length),
-        SequenceFeature("hist_genres", shares="genres", max_len=history_length),
     ]
+    if genre_history:
+        specs.append(
+            SequenceFeature("hist_genres", shares="genres", max_len=history_length)
+        )
     if embed_user:
         specs.insert(0, CategoricalFeature("user_id", dtype="int64"))
     return fit_features(specs, train)
