@@ -13,7 +13,9 @@ std 1e-4, and L2 1e-6 on the tables, its DIN defaults), DIN activation units of
 (80, 40) with Dice, an MLP of (200, 80) (the DIN paper's) with ReLU, Adam 1e-3,
 batch 256, the same number of epochs (2, fixed beforehand, not tuned). The two
 libraries see the same ids: DeepCTR's inputs are encoded with keras_attn's
-vocabularies (outside its timing).
+vocabularies (outside its timing). keras_attn keeps a table per field
+(`--shared-table`: its plain fields' rows in one table, the same parameters, as
+bench_ctr and bench_autoint do).
 
 Test AUC per initialization seed with its DeLong 95% interval, and the paired DeLong
 interval of keras_attn's AUC minus DeepCTR's on the same seed; training examples/s
@@ -22,7 +24,7 @@ includes encoding the raw DataFrame and compiling). Every run is a fresh process
 (DeepCTR needs Keras 2: TF_USE_LEGACY_KERAS=1), the libraries alternate.
 
     python -m benchmarks.bench_din [--epochs 2] [--seeds 2] [--xla both|on|off]
-        [--no-write]
+        [--shared-table] [--no-write]
     python -m benchmarks.bench_din --select-epochs 4 [--seeds 1]
 
 `--select-epochs N` trains both on an inner split (each user's last 10 training
@@ -91,7 +93,12 @@ def load(inner: bool = False):
 
 
 def run_keras_attn(
-    out_dir: str, seed: int, epochs: int, inner: bool = False, jit: bool = True
+    out_dir: str,
+    seed: int,
+    epochs: int,
+    inner: bool = False,
+    jit: bool = True,
+    shared_table: bool = False,
 ) -> dict:
     from keras_attn.backend import keras
     from keras_attn.features import to_dataset
@@ -106,6 +113,7 @@ def run_keras_attn(
         embedding_dim=CONFIG["embedding_dim"],
         bottom_units=CONFIG["dnn_units"],
         tower_units=(),
+        shared_table=shared_table,
         din_hidden_units=CONFIG["att_units"],
         din_activation="dice",
         embeddings_initializer=keras.initializers.RandomNormal(
@@ -253,19 +261,21 @@ def run_deepctr(out_dir: str, seed: int, epochs: int, inner: bool = False) -> di
 _SCRIPT = r"""
 import json, sys
 from benchmarks.bench_din import run_deepctr, run_keras_attn
-out_dir, which, seed, epochs, inner = sys.argv[1:6]
+out_dir, which, seed, epochs, inner, shared = sys.argv[1:7]
 if which == "deepctr":
     r = run_deepctr(out_dir, int(seed), int(epochs), inner == "1")
 else:
-    r = run_keras_attn(out_dir, int(seed), int(epochs), inner == "1", which == "xla")
+    r = run_keras_attn(
+        out_dir, int(seed), int(epochs), inner == "1", which == "xla", shared == "1"
+    )
 print(json.dumps(r))
 """
 
 
-def _run(which: str, out_dir: str, seed: int, epochs: int, inner: bool = False):
+def _run(which, out_dir, seed, epochs, inner=False, shared_table=False):
     return run_process(
         _SCRIPT,
-        [which, seed, epochs, int(inner)],
+        [which, seed, epochs, int(inner), int(shared_table)],
         legacy=which == "deepctr",
         out_dir=out_dir,
     )
@@ -282,6 +292,11 @@ def main(argv=None) -> int:
         help="keras_attn's fit_ctr_model jit_compile setting(s)",
     )
     parser.add_argument("--select-epochs", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--shared-table",
+        action="store_true",
+        help="keras_attn keeps its plain fields' rows in one table",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not (DATA / "u.item").exists():
@@ -305,7 +320,7 @@ def main(argv=None) -> int:
                 ]
             ]
             for which, name in order if seed % 2 == 0 else order[::-1]:
-                r = _run(which, out_dir, seed, epochs, inner)
+                r = _run(which, out_dir, seed, epochs, inner, args.shared_table)
                 loads.append(os.getloadavg()[0])
                 print(name, seed, r, file=sys.stderr, flush=True)
                 if r is None:
@@ -360,10 +375,11 @@ def main(argv=None) -> int:
                 + "\n\n"
                 + wall_ratios(results, DEEPCTR)
             )
-            section = "bench_din"
+            section = "bench_din" + ("_shared_table" if args.shared_table else "")
             command = (
                 f"python -m benchmarks.bench_din --epochs {args.epochs} "
                 f"--seeds {args.seeds} --xla {args.xla}"
+                + (" --shared-table" if args.shared_table else "")
             )
     print(body)
     if not args.no_write:
