@@ -1,4 +1,4 @@
-"""Small data sets shipped with keras_attn, and their loaders."""
+"""Small data sets shipped with keras_attn, and loaders of larger ones."""
 
 from keras_attn.datasets.census import (
     CENSUS_LABELS,
@@ -7,11 +7,27 @@ from keras_attn.datasets.census import (
     load_census,
     load_census_sample,
 )
+from keras_attn.datasets.criteo import (
+    criteo_features,
+    criteo_integer_bucket,
+    load_criteo,
+)
+from keras_attn.datasets.movielens import (
+    MovieLensDIN,
+    load_movielens_din,
+    movielens_din_features,
+)
 
 __all__ = [
     "CENSUS_LABELS",
+    "MovieLensDIN",
     "census_features",
     "census_tasks",
+    "criteo_features",
+    "criteo_integer_bucket",
     "load_census",
     "load_census_sample",
+    "load_criteo",
+    "load_movielens_din",
+    "movielens_din_features",
 ]

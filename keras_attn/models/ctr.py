@@ -277,7 +277,12 @@ def build_ctr_model(
         parts.append(embedding(ids, numeric) if numeric is not None else embedding(ids))
     tables = {
         n: keras.layers.Embedding(
-            by_name[n].vocabulary_size, embedding_dim, name=f"{n}_embedding"
+            by_name[n].vocabulary_size,
+            embedding_dim,
+            # The same initialization and regularization as the other fields.
+            embeddings_initializer=embeddings_initializer,
+            embeddings_regularizer=embeddings_regularizer,
+            name=f"{n}_embedding",
         )
         for n in sorted(shared)
     }

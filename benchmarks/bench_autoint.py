@@ -1,0 +1,275 @@
+"""AutoInt on Criteo: keras_attn (`build_ctr_model(interacting_layers=3)`,
+`fit_ctr_model`) vs DeepCTR's `AutoInt`, on the same examples.
+
+Data: ../shared/data/criteo/criteo_8k.tsv.gz (8,000 raw Kaggle rows) read by
+`keras_attn.datasets.load_criteo`: the 13 integer features bucketed as the AutoInt
+paper does (`floor(ln(x)^2)` for x > 2), so all 39 features are categorical fields;
+values seen fewer than twice in training share the OOV bucket with missing and unseen
+values (fixed beforehand, not tuned). A fixed split: a permutation with seed 0, 6,400
+rows to train and 1,600 to test; the test rows are used for the AUCs below and
+nothing else. Both models as the paper: embeddings of 16, three interacting layers
+of 2 heads of 8 dimensions with residual connections, no DNN, one logit from the
+flattened fields (DeepCTR adds its linear part, as its `AutoInt` always does);
+DeepCTR's embedding initialization (normal, std 1e-4) and L2 1e-5 on the tables for
+both (keras_attn keeps the fields' rows in one table, `shared_table=True`, as
+bench_ctr does); Adam 1e-3, batch 256, 3 epochs (fixed beforehand, not tuned). The two
+libraries see the same ids: DeepCTR's inputs are encoded with keras_attn's
+vocabularies (outside its timing).
+
+Test AUC per initialization seed with its DeLong 95% interval, and the paired DeLong
+interval of keras_attn's AUC minus DeepCTR's on the same seed; training examples/s
+over the epochs after the first; the wall time of the fit call (keras_attn's
+includes encoding the raw DataFrame and compiling). Every run is a fresh process
+(DeepCTR needs Keras 2: TF_USE_LEGACY_KERAS=1), the libraries alternate.
+
+    python -m benchmarks.bench_autoint [--epochs 3] [--seeds 3] [--xla both|on|off]
+        [--no-write]
+
+DeepCTR (`pip install deepctr --no-deps`) is a benchmark-only dependency: without it
+the DeepCTR row is left out. Reads ../shared/data/criteo (see DATA.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks._ctr_runs import (
+    SHARED_DATA,
+    EpochTimes,
+    results_table,
+    run_process,
+    save_predictions,
+    wall_ratios,
+)
+
+DATA = SHARED_DATA / "criteo" / "criteo_8k.tsv.gz"
+CONFIG = dict(
+    train_rows=6400,
+    min_frequency=2,
+    embedding_dim=16,
+    layers=3,
+    heads=2,
+    att_dim=8,
+    lr=1e-3,
+    batch=256,
+    init_std=1e-4,
+    l2_embedding=1e-5,
+)
+DEEPCTR = "DeepCTR AutoInt (tf_keras)"
+KERAS_ATTN = {
+    True: "keras_attn AutoInt, fit_ctr_model (XLA)",
+    False: "keras_attn AutoInt, fit_ctr_model (no XLA)",
+}
+
+
+def load():
+    """(train, test) DataFrames of the fixed split and the specs fitted on train."""
+    from keras_attn.datasets import criteo_features, load_criteo
+
+    df = load_criteo(DATA)
+    order = np.random.default_rng(0).permutation(len(df))
+    cut = CONFIG["train_rows"]
+    train = df.iloc[order[:cut]].reset_index(drop=True)
+    test = df.iloc[order[cut:]].reset_index(drop=True)
+    return train, test, criteo_features(train, min_frequency=CONFIG["min_frequency"])
+
+
+def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> dict:
+    from keras_attn.backend import keras
+    from keras_attn.features import to_dataset
+    from keras_attn.models import Task, build_ctr_model, fit_ctr_model
+
+    keras.utils.set_random_seed(seed)
+    train, test, specs = load()
+    tasks = [Task("click", label="label", metrics=[])]  # no metrics while training
+    model = build_ctr_model(
+        specs,
+        tasks,
+        embedding_dim=CONFIG["embedding_dim"],
+        interacting_layers=CONFIG["layers"],
+        num_heads=CONFIG["heads"],
+        att_dim=CONFIG["att_dim"],
+        bottom_units=(),
+        tower_units=(),
+        # The 39 fields' rows in one table (each field keeps its own rows: the same
+        # parameters as a table per field, one lookup and one optimizer update
+        # instead of 39; tracing the first step took 2-3x longer without it here).
+        shared_table=True,
+        embeddings_initializer=keras.initializers.RandomNormal(
+            stddev=CONFIG["init_std"]
+        ),
+        embeddings_regularizer=keras.regularizers.L2(CONFIG["l2_embedding"]),
+    )
+    timer = EpochTimes()
+    start = time.perf_counter()
+    fit_ctr_model(
+        model,
+        specs,
+        tasks,
+        train,
+        epochs=epochs,
+        batch_size=CONFIG["batch"],
+        seed=seed,
+        learning_rate=CONFIG["lr"],
+        jit_compile=jit,
+        callbacks=[timer.callback(keras)],
+        verbose=0,
+    )
+    wall = time.perf_counter() - start
+    preds = model.predict(to_dataset(test, specs, batch_size=4096), verbose=0)
+    trained = len(train) // CONFIG["batch"] * CONFIG["batch"]  # full batches only
+    return {
+        "predictions": save_predictions(
+            out_dir, f"keras_attn_{seed}_{jit}", preds["click"]
+        ),
+        "examples_per_s": timer.examples_per_s(trained),
+        "wall_s": wall,
+    }
+
+
+def _encode(df, specs) -> dict:
+    """DeepCTR's inputs: keras_attn's ids (0 is the OOV bucket)."""
+    out = {}
+    for f in specs:
+        index = {v: i + f.num_oov_buckets for i, v in enumerate(f.vocabulary)}
+        out[f.name] = np.asarray([index.get(v, 0) for v in df[f.name]], "int64")
+    return out
+
+
+def run_deepctr(out_dir: str, seed: int, epochs: int) -> dict:
+    import tensorflow as tf
+    from deepctr.feature_column import SparseFeat
+    from deepctr.models import AutoInt
+
+    tf.keras.utils.set_random_seed(seed)
+    train, test, specs = load()
+    columns = [
+        SparseFeat(f.name, f.vocabulary_size, embedding_dim=CONFIG["embedding_dim"])
+        for f in specs
+    ]
+    model = AutoInt(
+        columns,
+        columns,
+        att_layer_num=CONFIG["layers"],
+        att_embedding_size=CONFIG["att_dim"],
+        att_head_num=CONFIG["heads"],
+        att_res=True,
+        dnn_hidden_units=(),
+        l2_reg_embedding=CONFIG["l2_embedding"],
+        seed=seed,
+    )
+    model.compile(tf.keras.optimizers.Adam(CONFIG["lr"]), "binary_crossentropy")
+    x, x_test = _encode(train, specs), _encode(test, specs)
+    timer = EpochTimes()
+    start = time.perf_counter()
+    model.fit(
+        x,
+        train["label"].to_numpy("float32"),
+        batch_size=CONFIG["batch"],
+        epochs=epochs,
+        shuffle=True,
+        verbose=0,
+        callbacks=[timer.callback(tf.keras)],
+    )
+    wall = time.perf_counter() - start
+    preds = model.predict(x_test, batch_size=4096, verbose=0)
+    return {
+        "predictions": save_predictions(out_dir, f"deepctr_{seed}", preds),
+        "examples_per_s": timer.examples_per_s(len(train)),
+        "wall_s": wall,
+    }
+
+
+_SCRIPT = r"""
+import json, sys
+from benchmarks.bench_autoint import run_deepctr, run_keras_attn
+out_dir, which, seed, epochs = sys.argv[1:5]
+if which == "deepctr":
+    r = run_deepctr(out_dir, int(seed), int(epochs))
+else:
+    r = run_keras_attn(out_dir, int(seed), int(epochs), which == "xla")
+print(json.dumps(r))
+"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--xla",
+        choices=["both", "on", "off"],
+        default="both",
+        help="keras_attn's fit_ctr_model jit_compile setting(s)",
+    )
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(
+            f"{DATA} is absent: bench_autoint reads ../shared/data/criteo "
+            "(see DATA.md); nothing was run",
+            file=sys.stderr,
+        )
+        return 0
+    jits = {"both": (True, False), "on": (True,), "off": (False,)}[args.xla]
+    order = [("deepctr", DEEPCTR)] + [
+        ("xla" if jit else "noxla", KERAS_ATTN[jit]) for jit in jits
+    ]
+    results: dict[str, list] = {}
+    loads = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory() as out_dir:
+        for seed in range(args.seeds):
+            # Alternate the order so that load on the shared machine hits both alike.
+            for which, name in order if seed % 2 == 0 else order[::-1]:
+                r = run_process(
+                    _SCRIPT,
+                    [which, seed, args.epochs],
+                    legacy=which == "deepctr",
+                    out_dir=out_dir,
+                )
+                loads.append(os.getloadavg()[0])
+                print(name, seed, r, file=sys.stderr, flush=True)
+                if r is None:
+                    print(
+                        "DeepCTR is not installed: its row is left out", file=sys.stderr
+                    )
+                    continue
+                results.setdefault(name, []).append(r)
+        names = (DEEPCTR, KERAS_ATTN[True], KERAS_ATTN[False])
+        results = {n: results[n] for n in names if n in results}
+        train, test, _ = load()
+        labels = test["label"].to_numpy()
+        body = (
+            f"criteo_8k: {len(train):,} training and {len(test):,} test rows (fixed "
+            f"split, seed 0), {labels.mean():.1%} positive in test; {args.epochs} "
+            f"epoch(s), {args.seeds} initialization seed(s), the configuration of "
+            "the module docstring. The DeLong intervals (of an AUC, and of the "
+            "paired difference on the same seed) are averaged over the seeds. Load "
+            f"average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f}, on "
+            "a 2-core machine shared with other jobs: wall times are noisy, compare "
+            "the ratios.\n\n"
+            + results_table(labels, results, DEEPCTR)
+            + "\n\n"
+            + wall_ratios(results, DEEPCTR)
+        )
+    print(body)
+    if not args.no_write:
+        from benchmarks._results import write_section
+
+        write_section(
+            "bench_autoint",
+            body,
+            f"python -m benchmarks.bench_autoint --epochs {args.epochs} --seeds "
+            f"{args.seeds} --xla {args.xla}",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
