@@ -157,6 +157,16 @@ def export(
             f"Received: explain={explain!r}"
         )
 
+    if warmup is not None:
+        from keras_attn.serving.requests import to_arrays
+        from keras_attn.serving.warmup import write_warmup
+
+        # Checked (and converted) before the slow save.
+        dtypes = {n: spec.dtype.name for n, spec in signature.items()}
+        warmup = to_arrays(warmup, dtypes, features)
+        if not len(next(iter(warmup.values()), [])):
+            raise ValueError("`warmup` must hold at least one row. Received: 0 rows")
+
     # Write beside the target and move it in whole: TF Serving polls the folder and
     # must never see a half-written version.
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base))
@@ -182,10 +192,7 @@ def export(
             extra.mkdir(exist_ok=True)
             (extra / _SPECS_FILE).write_text(features_to_json(features))
         if warmup is not None:
-            from keras_attn.serving.warmup import write_warmup
-
-            dtypes = {n: spec.dtype.name for n, spec in signature.items()}
-            write_warmup(out, warmup, dtypes, tuple(endpoints), features=features)
+            write_warmup(out, warmup, dtypes, tuple(endpoints), base.name)
         if target.exists():
             shutil.rmtree(target)
         out.rename(target)

@@ -290,6 +290,15 @@ def _decode(value):
     return value
 
 
+def _array(value) -> np.ndarray:
+    """Numbers as a numeric array; strings and bytes as objects (NumPy's fixed-width
+    bytes would drop trailing NUL bytes)."""
+    array = np.asarray(value)
+    if array.dtype.kind in "SU":
+        array = np.asarray(value, dtype=object)
+    return array
+
+
 def parse_rest_response(response, output_name: str = "output") -> dict:
     """A TF Serving REST `:predict` answer as `{output name: np.ndarray}`.
 
@@ -323,13 +332,13 @@ def parse_rest_response(response, output_name: str = "output") -> dict:
         rows = _decode(response["predictions"])
         if rows and all(isinstance(r, dict) for r in rows):
             names = list(rows[0])
-            return {n: np.asarray([r[n] for r in rows]) for n in names}
-        return {output_name: np.asarray(rows)}
+            return {n: _array([r[n] for r in rows]) for n in names}
+        return {output_name: _array(rows)}
     if "outputs" in response:
         outputs = response["outputs"]
         if isinstance(outputs, dict):
-            return {n: np.asarray(_decode(v)) for n, v in outputs.items()}
-        return {output_name: np.asarray(_decode(outputs))}
+            return {n: _array(_decode(v)) for n, v in outputs.items()}
+        return {output_name: _array(_decode(outputs))}
     raise ValueError(
         "`response` must hold `predictions` (row form) or `outputs` (columnar "
         f"form). Received keys: {sorted(response)}"

@@ -19,7 +19,12 @@ _MAX_RECORDS = 1000  # TF Serving's limit
 
 
 def write_warmup(
-    export_dir, rows, dtypes: dict, signatures=("serving_default",), features=None
+    export_dir,
+    rows,
+    dtypes: dict,
+    signatures=("serving_default",),
+    model_name: str | None = None,
+    features=None,
 ) -> Path:
     """Writes the warm-up records of `rows` into an export.
 
@@ -31,6 +36,8 @@ def write_warmup(
         rows: raw rows, as for `keras_attn.serving.to_arrays` (at least one).
         dtypes: `{input: dtype name}` of the signatures' inputs.
         signatures: names of the signatures to warm up.
+        model_name: str. The `model_spec.name` of the requests. Defaults to the
+            name of the folder above `export_dir` (the model's base folder).
         features: optional feature specs for the conversion of the rows.
 
     Returns:
@@ -55,7 +62,7 @@ def write_warmup(
         )
     path = Path(export_dir) / "assets.extra" / WARMUP_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    name = Path(export_dir).resolve().parent.name
+    name = model_name or Path(export_dir).resolve().parent.name
     with tf.io.TFRecordWriter(str(path)) as writer:
         for signature, batch in records:
             request = grpc_request(batch, dtypes, name, signature=signature)
