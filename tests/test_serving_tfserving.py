@@ -622,7 +622,7 @@ def test_an_empty_batch_gives_empty_outputs(served, kind):
 def test_different_batch_sizes_are_invalid_argument_naming_the_input(served):
     result = _bad(served, "ctr", "different_batch_sizes")
     assert result["error"] == "InvalidArgumentError"
-    wanted = "Input 'wage_per_hour' must have the batch size of input 'age'"
+    wanted = "Input `wage_per_hour` must have the batch size of input `age`"
     assert wanted in result["message"]
 
 

@@ -62,7 +62,8 @@ def _same_batch(inputs: dict) -> dict:
         tf.debugging.assert_equal(
             tf.shape(inputs[name])[0],
             batch,
-            message=f"Input {name!r} must have the batch size of input {names[0]!r}",
+            # Backticks: the Assert op escapes quotes in its message.
+            message=f"Input `{name}` must have the batch size of input `{names[0]}`",
         )
         for name in names[1:]
     ]
