@@ -141,6 +141,16 @@ def mask_any(mask, axis: int = -1):
     return tf.reduce_any(tf.cast(mask, tf.bool), axis=axis)
 
 
+def as_bool_mask(mask):
+    """A boolean tensor (non-zero = real position) from any mask, or None."""
+    if mask is None:
+        return None
+    mask = tf.convert_to_tensor(mask)
+    if mask.dtype == tf.bool:
+        return mask
+    return tf.not_equal(mask, tf.zeros([], mask.dtype))
+
+
 def mask_nonzero(ids):
     """`ids != 0` as a boolean mask, for `compute_mask` (see `mask_any`)."""
     if KERAS_3:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from keras_attn._validation import check_positive_int
 from keras_attn.backend import tf
 from keras_attn.features.specs import (
     check_columns,
@@ -20,7 +21,7 @@ from keras_attn.features.specs import (
     numeric_values,
 )
 
-__all__ = ["label_columns", "to_dataset"]
+__all__ = ["check_label_classes", "label_columns", "to_dataset"]
 
 
 def label_columns(labels) -> list[tuple[str, str, list | None]]:
@@ -45,6 +46,30 @@ def label_columns(labels) -> list[tuple[str, str, list | None]]:
     return out
 
 
+def _seen(series: pd.Series, limit: int = 10) -> str:
+    values = series.astype(str).str.strip().value_counts()
+    shown = [f"{v!r} ({c})" for v, c in values.iloc[:limit].items()]
+    more = f" and {len(values) - limit} more" if len(values) > limit else ""
+    return ", ".join(shown) + more
+
+
+def check_label_classes(series: pd.Series, column: str, positive) -> None:
+    """A training label column must hold both classes: with `positive`, some but
+    not all rows equal to a positive value; without, at least two distinct values.
+    Raises naming the column and the values seen (with their counts)."""
+    y = _label_values(series, column, positive)
+    if positive is not None and not y.any():
+        raise ValueError(
+            f"Label column {column!r} holds no value equal to the task's `positive` "
+            f"({[str(p) for p in positive]}). Values seen: {_seen(series)}"
+        )
+    if len(y) and np.unique(y).size < 2:
+        raise ValueError(
+            f"Label column {column!r} holds only one class, so a model would learn "
+            f"a constant. Values seen: {_seen(series)}"
+        )
+
+
 def _label_values(series: pd.Series, column: str, positive) -> np.ndarray:
     if positive is not None:
         text = series.astype(str).str.strip()
@@ -62,12 +87,15 @@ def _label_values(series: pd.Series, column: str, positive) -> np.ndarray:
     return values[:, None]
 
 
-def _frame_arrays(df: pd.DataFrame, features, labels):
+def _frame_arrays(df: pd.DataFrame, features, labels, check_labels=False):
     check_columns(
         df.columns,
         [f.name for f in features] + [c for _, c, _ in labels],
         "The DataFrame",
     )
+    if check_labels:
+        for _, col, pos in labels:
+            check_label_classes(df[col], col, pos)
     x = {f.name: f.values(df[f.name]) for f in features}
     y = {key: _label_values(df[col], col, pos) for key, col, pos in labels}
     return x, y
@@ -84,6 +112,7 @@ def to_dataset(
     shuffle_buffer: int = 100_000,
     drop_remainder: bool = False,
     preprocessor=None,
+    check_labels: bool = True,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of `(raw features, labels)` batches for a CTR model.
 
@@ -110,6 +139,11 @@ def to_dataset(
             (the first part of `keras_attn.models.split_ctr_model`). A DataFrame is
             then encoded once, up front, and the batches hold the encoded values
             (ids, standardized numbers); CSV batches are encoded as they stream.
+        check_labels: bool. A DataFrame's label columns must each hold both
+            classes (a label without any row equal to its task's `positive`, or
+            with one value only, is a `ValueError` naming the column and the values
+            seen). False for evaluating a slice of one class. CSV files stream and
+            are not checked. Defaults to True.
 
     Returns:
         Batches `({feature: (batch,)}, {task: (batch, 1) float32})`, or feature dicts
@@ -126,19 +160,16 @@ def to_dataset(
     >>> x["c"].numpy().tolist(), y["y"].numpy().tolist()
     ([b'a', b'b'], [[0.0], [1.0]])
     """
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, int)
-        or batch_size < 1
-    ):
-        raise ValueError(
-            f"`batch_size` must be a positive integer. Received: "
-            f"batch_size={batch_size!r}"
-        )
+    check_positive_int("batch_size", batch_size)
     features = list(features)
     labels = label_columns(labels)
     if isinstance(data, pd.DataFrame):
-        x, y = _frame_arrays(data, features, labels)
+        if not len(data):
+            raise ValueError(
+                "`data` must have at least one row. Received: an empty DataFrame "
+                f"with columns {list(data.columns)}"
+            )
+        x, y = _frame_arrays(data, features, labels, check_labels=check_labels)
         x = tf.nest.map_structure(tf.constant, x)
         if preprocessor is not None:
             x = _encode(preprocessor, x, len(data))

@@ -9,7 +9,9 @@ for the categorical features, from a list of feature specs.
 
 from __future__ import annotations
 
+from keras_attn._validation import check_choice, check_positive_int
 from keras_attn.backend import Layer, keras, register, tf
+from keras_attn.features.specs import NON_FINITE_LIMIT, NON_FINITE_MODES
 
 __all__ = [
     "NumericPreprocessing",
@@ -27,12 +29,20 @@ class NumericPreprocessing(Layer):
     Column `j` becomes `(t(x_j) - mean_j) / std_j` with `t` the identity or
     `sign(x) log1p(|x|)`, and a NaN becomes 0 (the mean); where `indicators[j]` is
     set, an extra 0/1 column says the value was missing. NaN never reaches the output.
+    A non-finite value (inf, -inf, or `|t(x)|` or the standardized value above
+    `NON_FINITE_LIMIT` = 1e19) is missing too in a "missing" column, and fails an
+    in-graph assertion naming the column in an "error" column (a no-op under XLA,
+    which drops assertions). Under float16 the output is clipped to +-65504.
 
     Args:
         means: list of float. Mean of each column (after `t`).
         stds: list of float. Standard deviation of each column (after `t`).
         logs: list of bool. Apply `sign(x) log1p(|x|)` first. Defaults to all False.
         indicators: list of bool. Add an is-missing column. Defaults to all False.
+        non_finite: list of str, "missing" or "error" per column. Defaults to all
+            "missing".
+        columns: list of str. Column names, for the messages. Defaults to
+            "column 0", "column 1", ...
 
     Call arguments:
         inputs: list of float `(batch,)` tensors, one per column.
@@ -45,46 +55,86 @@ class NumericPreprocessing(Layer):
 
     >>> import numpy as np
     >>> layer = NumericPreprocessing([1.0], [2.0], indicators=[True])
-    >>> layer([np.array([3.0, np.nan], "float32")]).numpy().tolist()
-    [[1.0, 0.0], [0.0, 1.0]]
+    >>> layer([np.array([3.0, np.nan, np.inf], "float32")]).numpy().tolist()
+    [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]
     """
 
-    def __init__(self, means, stds, logs=None, indicators=None, **kwargs):
+    def __init__(
+        self,
+        means,
+        stds,
+        logs=None,
+        indicators=None,
+        non_finite=None,
+        columns=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         n = len(means)
         logs = [False] * n if logs is None else list(logs)
         indicators = [False] * n if indicators is None else list(indicators)
-        if not (len(stds) == len(logs) == len(indicators) == n):
+        non_finite = ["missing"] * n if non_finite is None else list(non_finite)
+        columns = [f"column {j}" for j in range(n)] if columns is None else columns
+        columns = list(columns)
+        lengths = [len(v) for v in (stds, logs, indicators, non_finite, columns)]
+        if any(length != n for length in lengths):
             raise ValueError(
-                "`means`, `stds`, `logs` and `indicators` must have one entry per "
-                f"column. Received lengths {n}, {len(stds)}, {len(logs)}, "
-                f"{len(indicators)}"
+                "`means`, `stds`, `logs`, `indicators`, `non_finite` and `columns` "
+                f"must have one entry per column. Received lengths {[n, *lengths]}"
             )
-        if any(not s > 0 for s in stds):
-            raise ValueError(f"`stds` must be positive. Received: stds={list(stds)}")
+        if any(not (abs(m) < float("inf")) for m in means):
+            raise ValueError(f"`means` must be finite. Received: means={list(means)}")
+        if any(not (0 < s < float("inf")) for s in stds):
+            raise ValueError(
+                f"`stds` must be positive and finite. Received: stds={list(stds)}"
+            )
+        for mode in non_finite:
+            check_choice("non_finite", mode, NON_FINITE_MODES)
         self.means = [float(m) for m in means]
         self.stds = [float(s) for s in stds]
         self.logs = [bool(v) for v in logs]
         self.indicators = [bool(v) for v in indicators]
+        self.non_finite = non_finite
+        self.columns = [str(c) for c in columns]
 
     def call(self, inputs):
         if not isinstance(inputs, (list, tuple)):
             inputs = [inputs]  # tf_keras unwraps a one-element list on reload
         columns = []
         flags = []
-        for x, mean, std, log, flag in zip(
-            inputs, self.means, self.stds, self.logs, self.indicators
+        for x, mean, std, log, flag, mode, column in zip(
+            inputs,
+            self.means,
+            self.stds,
+            self.logs,
+            self.indicators,
+            self.non_finite,
+            self.columns,
         ):
             x = tf.reshape(tf.cast(x, tf.float32), [-1])
-            missing = tf.math.is_nan(x)
+            nan = tf.math.is_nan(x)
             if log:
                 x = tf.sign(x) * tf.math.log1p(tf.abs(x))
-            x = tf.where(missing, tf.zeros_like(x), (x - mean) / std)
+            z = (x - mean) / std
+            # NaN compares False, so `finite` is False for NaN, inf and overflow.
+            finite = (tf.abs(x) <= NON_FINITE_LIMIT) & (tf.abs(z) <= NON_FINITE_LIMIT)
+            if mode == "error":
+                tf.debugging.Assert(
+                    tf.reduce_all(finite | nan),
+                    [
+                        f"Numeric feature {column!r} (non_finite='error') got a "
+                        "non-finite value (inf or beyond 1e19)"
+                    ],
+                )
+            missing = ~finite
+            x = tf.where(missing, tf.zeros_like(z), z)
             columns.append(x)
             if flag:
                 flags.append(tf.cast(missing, tf.float32))
-        # (batch, columns + indicators)
-        return tf.cast(tf.stack(columns + flags, axis=1), self.compute_dtype)
+        out = tf.stack(columns + flags, axis=1)  # (batch, columns + indicators)
+        if self.compute_dtype == "float16":
+            out = tf.clip_by_value(out, -65504.0, 65504.0)  # float16's largest
+        return tf.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         if not isinstance(input_shape[0], (list, tuple)):
@@ -97,6 +147,8 @@ class NumericPreprocessing(Layer):
             "stds": self.stds,
             "logs": self.logs,
             "indicators": self.indicators,
+            "non_finite": self.non_finite,
+            "columns": self.columns,
         }
         return {**super().get_config(), **config}
 
@@ -133,15 +185,8 @@ class SequenceSplit(Layer):
 
     def __init__(self, max_len, separator="|", output_dtype="string", **kwargs):
         super().__init__(**kwargs)
-        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-            raise ValueError(
-                f"`max_len` must be a positive integer. Received: max_len={max_len!r}"
-            )
-        if output_dtype not in ("string", "int64"):
-            raise ValueError(
-                "`output_dtype` must be 'string' or 'int64'. Received: "
-                f"output_dtype={output_dtype!r}"
-            )
+        check_positive_int("max_len", max_len)
+        check_choice("output_dtype", output_dtype, ("string", "int64"))
         self.max_len = max_len
         self.separator = separator
         self.output_dtype = output_dtype
@@ -301,6 +346,8 @@ def build_preprocessing(features, inputs):
             stds=[f.std for f in numeric],
             logs=[f.log for f in numeric],
             indicators=[bool(f.missing_indicator) for f in numeric],
+            non_finite=[f.non_finite for f in numeric],
+            columns=[f.name for f in numeric],
             name="numeric_preprocessing",
         )([inputs[f.name] for f in numeric])
     out["sequences"] = {}

@@ -19,6 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from keras_attn._validation import (
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positive_int,
+)
+
 __all__ = [
     "CategoricalFeature",
     "Feature",
@@ -33,6 +40,16 @@ __all__ = [
 ]
 
 _CATEGORICAL_DTYPES = ("string", "int64")
+
+#: A numeric value whose magnitude, after the log transform (if any) or after
+#: standardization, exceeds this counts as non-finite, like inf: the square of a
+#: larger float32 overflows (float32 max is 3.4e38), which turns variances, L2 terms
+#: and Adam's second moments into inf and then NaN.
+NON_FINITE_LIMIT = 1e19
+
+#: What a numeric feature does with a non-finite value (inf, -inf, or beyond
+#: `NON_FINITE_LIMIT`): "missing" imputes it as a missing value, "error" rejects it.
+NON_FINITE_MODES = ("missing", "error")
 
 
 def _check_name(name):
@@ -87,22 +104,11 @@ class CategoricalFeature:
                 f"`dtype` of categorical feature {self.name!r} must be one of "
                 f"{list(_CATEGORICAL_DTYPES)}. Received: dtype={self.dtype!r}"
             )
-        for arg in ("num_oov_buckets", "min_frequency"):
-            value = getattr(self, arg)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{arg}` of categorical feature {self.name!r} must be a positive "
-                    f"integer. Received: {arg}={value!r}"
-                )
-        for arg in ("hash_buckets", "max_tokens"):
-            value = getattr(self, arg)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValueError(
-                    f"`{arg}` of categorical feature {self.name!r} must be a positive "
-                    f"integer or None. Received: {arg}={value!r}"
-                )
+        where = f"categorical feature {self.name!r}"
+        check_positive_int("num_oov_buckets", self.num_oov_buckets, where=where)
+        check_positive_int("min_frequency", self.min_frequency, where=where)
+        check_positive_int("hash_buckets", self.hash_buckets, True, where=where)
+        check_positive_int("max_tokens", self.max_tokens, True, where=where)
         if self.hash_buckets is not None and self.vocabulary is not None:
             raise ValueError(
                 f"Categorical feature {self.name!r} takes `hash_buckets` or "
@@ -170,6 +176,14 @@ class NumericFeature:
     standardization, so it becomes 0 and never propagates; with `missing_indicator`
     an extra 0/1 field tells the model the value was missing.
 
+    A non-finite value (inf, -inf, or one whose magnitude after the log transform or
+    after standardization exceeds `NON_FINITE_LIMIT` = 1e19, e.g. 1e30) is treated
+    as missing by default (`non_finite="missing"`: imputed, with the indicator set),
+    in training and in the exported model alike, and the fitted mean and std ignore
+    it. With `non_finite="error"` such a value is a `ValueError` naming the column
+    when a DataFrame is read, and an `InvalidArgumentError` naming it inside the
+    model (e.g. a serving request).
+
     Args:
         name: str. The column name, also the model's input name.
         mean: float. Learned by fitting; None until then.
@@ -179,6 +193,7 @@ class NumericFeature:
             always 0 in training would learn nothing.
         log: bool. Standardize `sign(x) * log1p(|x|)` instead of `x`, for heavy
             tails such as money amounts. Defaults to False.
+        non_finite: str. "missing" or "error", see above. Defaults to "missing".
 
     Example:
 
@@ -193,15 +208,27 @@ class NumericFeature:
     std: float | None = None
     missing_indicator: bool | None = None
     log: bool = False
+    non_finite: str = "missing"
     kind: str = dataclasses.field(default="numeric", init=False)
 
     def __post_init__(self):
         _check_name(self.name)
-        if self.std is not None and not (self.std > 0):
-            raise ValueError(
-                f"`std` of numeric feature {self.name!r} must be positive. "
-                f"Received: std={self.std!r}"
+        where = f"numeric feature {self.name!r}"
+        self.mean = check_finite("mean", _py(self.mean), allow_none=True, where=where)
+        self.std = check_finite(
+            "std",
+            _py(self.std),
+            minimum=0,
+            exclusive_minimum=True,
+            allow_none=True,
+            where=where,
+        )
+        if self.missing_indicator is not None:
+            self.missing_indicator = check_bool(
+                "missing_indicator", self.missing_indicator, where=where
             )
+        self.log = check_bool("log", self.log, where=where)
+        check_choice("non_finite", self.non_finite, NON_FINITE_MODES, where=where)
 
     @property
     def fitted(self) -> bool:
@@ -212,18 +239,39 @@ class NumericFeature:
         return 2 if self.missing_indicator else 1
 
     def values(self, series: pd.Series) -> np.ndarray:
-        """The column as float32, missing values as NaN."""
-        return numeric_values(series, self.name)
+        """The column as float32, missing values as NaN (non-finite ones raise
+        with `non_finite="error"`; the model imputes them otherwise)."""
+        x = numeric_values(series, self.name)
+        if self.non_finite == "error":
+            with np.errstate(invalid="ignore", over="ignore"):
+                bad = ~np.isnan(x) & ~self.finite(x)
+            if bad.any():
+                row = series.index[int(np.argmax(bad))]
+                raise ValueError(
+                    f"Numeric feature {self.name!r} (non_finite='error') got the "
+                    f"non-finite value {float(x[bad][0])!r} in row {row!r} of column "
+                    f"{self.name!r}; clean the column or use non_finite='missing'"
+                )
+        return x
+
+    def finite(self, x: np.ndarray) -> np.ndarray:
+        """Where `x` counts as a real value: not NaN, not inf, and its transform
+        (and standardized value, once fitted) within `NON_FINITE_LIMIT`."""
+        x = np.asarray(x, "float64")
+        with np.errstate(invalid="ignore", over="ignore"):
+            t = self.transform(x)
+            ok = np.abs(t) <= NON_FINITE_LIMIT
+            if self.fitted:
+                ok &= np.abs((t - self.mean) / self.std) <= NON_FINITE_LIMIT
+        return ok
 
     def fit(self, series: pd.Series | tuple) -> NumericFeature:
-        """Learns mean/std from a column (or `(count, sum, sum_sq, n_missing)`)."""
+        """Learns mean/std from a column (or `(count, sum, sum_sq, n_missing)`);
+        missing and non-finite values are left out of the statistics."""
         if isinstance(series, tuple):
             n, total, total_sq, missing = series
         else:
-            x = self.transform(self.values(series).astype("float64"))
-            real = x[~np.isnan(x)]
-            n, total, total_sq = real.size, real.sum(), np.square(real).sum()
-            missing = int(x.size - real.size)
+            n, total, total_sq, missing = self.moments(self.values(series))
         if n == 0:
             raise ValueError(
                 f"Numeric feature {self.name!r} has no non-missing value to learn "
@@ -237,8 +285,26 @@ class NumericFeature:
             self.missing_indicator = bool(missing)
         return self
 
+    def moments(self, x: np.ndarray) -> tuple:
+        """`(count, sum, sum_sq, n_missing)` of the real values of `t(x)`."""
+        x = np.asarray(x, "float64")
+        with np.errstate(invalid="ignore", over="ignore"):
+            t = self.transform(x)
+            real = t[np.abs(t) <= NON_FINITE_LIMIT]
+        return (
+            real.size,
+            float(real.sum()),
+            float(np.square(real).sum()),
+            int(x.size - real.size),
+        )
+
     def transform(self, x: np.ndarray) -> np.ndarray:
         return np.sign(x) * np.log1p(np.abs(x)) if self.log else x
+
+
+def _py(value):
+    # A NumPy scalar (np.float32(1.0)) is a number too.
+    return value.item() if isinstance(value, np.generic) else value
 
 
 @dataclasses.dataclass
@@ -272,20 +338,13 @@ class SequenceFeature:
 
     def __post_init__(self):
         _check_name(self.name)
+        where = f"sequence feature {self.name!r}"
         if not isinstance(self.shares, str) or not self.shares:
             raise ValueError(
                 f"`shares` of sequence feature {self.name!r} must name a categorical "
                 f"feature. Received: shares={self.shares!r}"
             )
-        if (
-            isinstance(self.max_len, bool)
-            or not isinstance(self.max_len, int)
-            or self.max_len < 1
-        ):
-            raise ValueError(
-                f"`max_len` of sequence feature {self.name!r} must be a positive "
-                f"integer. Received: max_len={self.max_len!r}"
-            )
+        check_positive_int("max_len", self.max_len, where=where)
         if not isinstance(self.separator, str) or len(self.separator) != 1:
             raise ValueError(
                 f"`separator` of sequence feature {self.name!r} must be one "
@@ -519,13 +578,9 @@ def fit_features(
             if f.kind == "categorical":
                 counts[f.name].update(_count(f.values(chunk[f.name])))
             else:
-                x = f.transform(f.values(chunk[f.name]).astype("float64"))
-                real = x[~np.isnan(x)]
                 m = moments[f.name]
-                m[0] += real.size
-                m[1] += float(real.sum())
-                m[2] += float(np.square(real).sum())
-                m[3] += int(x.size - real.size)
+                for i, part in enumerate(f.moments(f.values(chunk[f.name]))):
+                    m[i] += part
     for f in todo:
         f.fit(counts[f.name] if f.kind == "categorical" else tuple(moments[f.name]))
     return features

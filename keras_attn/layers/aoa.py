@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from keras_attn.backend import Layer, masked_softmax, register, tf
-from keras_attn.layers._checks import check_mask_shape, static_shape
-from keras_attn.layers.attention import _as_bool
+from keras_attn._validation import check_batch_sizes, check_mask_shape, static_shape
+from keras_attn.backend import Layer, as_bool_mask, masked_softmax, register, tf
 
 
 @register
@@ -69,11 +68,15 @@ class AttentionOverAttention(Layer):
         return_attention_scores=False,
     ):
         document, query = self.cast_inputs(document, query)
+        check_batch_sizes(document=document, query=query)
         if document_mask is None:
             document_mask = getattr(document, "_keras_mask", None)
         if query_mask is None:
             query_mask = getattr(query, "_keras_mask", None)
-        document_mask, query_mask = _as_bool(document_mask), _as_bool(query_mask)
+        document_mask, query_mask = (
+            as_bool_mask(document_mask),
+            as_bool_mask(query_mask),
+        )
         check_mask_shape(
             "document_mask", document_mask, static_shape(document)[:-1], "document"
         )

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from keras_attn._validation import (
+    check_batch_sizes,
+    check_bool,
+    check_mask_shape,
+    check_positive_int,
+    check_rank,
+    check_rate,
+    static_shape,
+)
 from keras_attn.backend import (
     Layer,
+    as_bool_mask,
     clone_initializer,
     keras,
     mask_any,
     masked_softmax,
     register,
     tf,
-)
-from keras_attn.layers._checks import (
-    check_mask_shape,
-    check_positive_int,
-    check_rate,
-    static_shape,
 )
 from keras_attn.layers.scores import AttentionScore
 
@@ -26,16 +30,6 @@ def causal_mask(q_len, k_len):
     rows = tf.range(q_len)[:, tf.newaxis] + (k_len - q_len)
     cols = tf.range(k_len)[tf.newaxis, :]
     return cols <= rows
-
-
-def _as_bool(mask):
-    """A boolean tensor (non-zero = real position) from any mask, or None."""
-    if mask is None:
-        return None
-    mask = tf.convert_to_tensor(mask)
-    if mask.dtype == tf.bool:
-        return mask
-    return tf.not_equal(mask, tf.zeros([], mask.dtype))
 
 
 @register
@@ -114,6 +108,9 @@ class Attention(Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
+        check_rank("query", query_shape, 3, "(batch, q_len, q_dim)")
+        check_rank("value", value_shape, 3, "(batch, k_len, v_dim)")
+        check_rank("key", key_shape, 3, "(batch, k_len, k_dim)")
         self.scorer.build(query_shape, key_shape)
         self.built = True
 
@@ -131,13 +128,14 @@ class Attention(Layer):
     ):
         key = value if key is None else key
         query, value, key = self.cast_inputs(query, value, key)
+        check_batch_sizes(query=query, value=value, key=key)
         if query_mask is None:
             query_mask = (
                 mask if mask is not None else getattr(query, "_keras_mask", None)
             )
         if value_mask is None:
             value_mask = getattr(value, "_keras_mask", None)
-        query_mask, value_mask = _as_bool(query_mask), _as_bool(value_mask)
+        query_mask, value_mask = as_bool_mask(query_mask), as_bool_mask(value_mask)
         check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
         check_mask_shape("value_mask", value_mask, static_shape(value)[:-1], "value")
 
@@ -227,7 +225,7 @@ class ContextAttentionPooling(Layer):
         check_positive_int("units", units)
         check_rate("dropout", dropout)
         self.units = units
-        self.use_bias = use_bias
+        self.use_bias = check_bool("use_bias", use_bias)
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -268,7 +266,7 @@ class ContextAttentionPooling(Layer):
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
         inputs = self.cast_inputs(inputs)
-        mask = _as_bool(mask)
+        mask = as_bool_mask(mask)
         check_mask_shape("mask", mask, static_shape(inputs)[:-1], "inputs")
         hidden = tf.einsum("...td,du->...tu", inputs, self.kernel)
         if self.bias is not None:

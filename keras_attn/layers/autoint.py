@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import math
 
+from keras_attn._validation import (
+    check_bool,
+    check_mask_shape,
+    check_positive_int,
+    static_shape,
+)
 from keras_attn.backend import (
     Layer,
+    as_bool_mask,
     clone_initializer,
     keras,
     masked_softmax,
     register,
     tf,
 )
-from keras_attn.layers._checks import check_mask_shape, check_positive_int, static_shape
-from keras_attn.layers.attention import _as_bool
 
 
 @register
@@ -77,8 +82,8 @@ class InteractingLayer(Layer):
         check_positive_int("att_dim", att_dim)
         self.num_heads = num_heads
         self.att_dim = att_dim
-        self.use_residual = use_residual
-        self.scaling = scaling
+        self.use_residual = check_bool("use_residual", use_residual)
+        self.scaling = check_bool("scaling", scaling)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.supports_masking = True
@@ -105,7 +110,7 @@ class InteractingLayer(Layer):
 
     def call(self, inputs, mask=None, return_attention_scores=False):
         inputs = self.cast_inputs(inputs)
-        mask = _as_bool(mask)
+        mask = as_bool_mask(mask)
         check_mask_shape("mask", mask, static_shape(inputs)[:-1], "inputs")
         heads, att, dim = self.num_heads, self.att_dim, inputs.shape[-1]
         batch, fields = tf.shape(inputs)[0], tf.shape(inputs)[1]

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+from keras_attn._validation import (
+    check_batch_sizes,
+    check_bool,
+    check_finite,
+    check_int,
+    check_mask_shape,
+    check_positive_int_list,
+    check_rate,
+    static_shape,
+)
 from keras_attn.backend import (
     Layer,
+    as_bool_mask,
     clone_initializer,
     keras,
     masked_softmax,
     register,
     tf,
 )
-from keras_attn.layers._checks import (
-    check_mask_shape,
-    check_rate,
-    static_shape,
-)
-from keras_attn.layers.attention import _as_bool
-
-
-def _is_training(training) -> bool:
-    return bool(training) if not tf.is_tensor(training) else training
 
 
 @register
@@ -64,16 +65,8 @@ class Dice(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(axis, bool) or not isinstance(axis, int):
-            raise ValueError(f"`axis` must be an integer. Received: axis={axis!r}")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-            raise ValueError(
-                f"`epsilon` must be a positive float. Received: epsilon={epsilon!r}"
-            )
-        if epsilon <= 0:
-            raise ValueError(
-                f"`epsilon` must be a positive float. Received: epsilon={epsilon!r}"
-            )
+        check_int("axis", axis)
+        check_finite("epsilon", epsilon, minimum=0, exclusive_minimum=True)
         check_rate("momentum", momentum)
         self.axis = axis
         self.epsilon = float(epsilon)
@@ -84,6 +77,12 @@ class Dice(Layer):
     def build(self, input_shape):
         input_shape = static_shape(input_shape)
         rank = len(input_shape)
+        if rank < 2:
+            # Batch statistics need a batch axis besides the channel axis.
+            raise ValueError(
+                "`inputs` must have rank >= 2, (batch, ..., channels). Received: "
+                f"inputs.shape={tuple(input_shape)}"
+            )
         if not -rank <= self.axis < rank or input_shape[self.axis] is None:
             raise ValueError(
                 f"`axis` must index a known dim of `inputs`. Received: "
@@ -135,7 +134,8 @@ class Dice(Layer):
         reduce_axes = [i for i in range(rank) if i != axis]
         moving_mean = tf.cast(self.moving_mean, tf.float32)
         moving_variance = tf.cast(self.moving_variance, tf.float32)
-        if _is_training(training) is True:
+
+        def batch_statistics():
             mean, variance, nonempty = self._batch_moments(x, reduce_axes)
             m = self.momentum
             self.moving_mean.assign(
@@ -148,6 +148,17 @@ class Dice(Layer):
                     moving_variance,
                 )
             )
+            return mean, variance
+
+        if tf.is_tensor(training):
+            # A tensor `training` (e.g. a tf.function argument) decides in the graph.
+            mean, variance = tf.cond(
+                tf.cast(training, tf.bool),
+                batch_statistics,
+                lambda: (moving_mean, moving_variance),
+            )
+        elif training:
+            mean, variance = batch_statistics()
         else:
             mean, variance = moving_mean, moving_variance
         # p = sigmoid((x - mean) * inv) and f = x (alpha + p (1 - alpha)): per-channel
@@ -176,22 +187,6 @@ class Dice(Layer):
             "alpha_initializer": keras.initializers.serialize(self.alpha_initializer),
         }
         return {**super().get_config(), **config}
-
-
-def _check_hidden_units(hidden_units):
-    units = (
-        list(hidden_units)
-        if isinstance(hidden_units, (list, tuple))
-        else [hidden_units]
-    )
-    if not units or any(
-        isinstance(u, bool) or not isinstance(u, int) or u <= 0 for u in units
-    ):
-        raise ValueError(
-            "`hidden_units` must be a non-empty list of positive integers. "
-            f"Received: hidden_units={hidden_units!r}"
-        )
-    return units
 
 
 def _check_activation(activation):
@@ -257,7 +252,7 @@ class LocalActivationUnit(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        units = _check_hidden_units(hidden_units)
+        units = check_positive_int_list("hidden_units", hidden_units)
         _check_activation(activation)
         check_rate("dropout", dropout)
         self.hidden_units = units
@@ -338,7 +333,8 @@ class LocalActivationUnit(Layer):
 
     def call(self, query, keys, mask=None, training=None):
         query, keys = self.cast_inputs(query, keys)
-        mask = _as_bool(mask)
+        check_batch_sizes(query=query, keys=keys)
+        mask = as_bool_mask(mask)
         check_mask_shape("mask", mask, static_shape(keys)[:-1], "keys")
         dtype = query.dtype
         dim = query.shape[-1]
@@ -460,7 +456,9 @@ class AttentionSequencePooling(Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.weight_normalization = weight_normalization
+        self.weight_normalization = check_bool(
+            "weight_normalization", weight_normalization
+        )
         self.supports_masking = True  # consumes the history mask; returns none
         self.local_activation_unit = LocalActivationUnit(
             hidden_units=hidden_units,
@@ -487,7 +485,7 @@ class AttentionSequencePooling(Layer):
         if mask is None:
             mask = getattr(keys, "_keras_mask", None)
         query, keys = self.cast_inputs(query, keys)
-        mask = _as_bool(mask)
+        mask = as_bool_mask(mask)
         check_mask_shape("mask", mask, static_shape(keys)[:-1], "keys")
         scores = self.local_activation_unit(query, keys, mask=mask, training=training)
         if self.weight_normalization:

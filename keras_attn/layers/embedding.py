@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from keras_attn._validation import check_bool, check_ids, check_positive_int
 from keras_attn.backend import (
     Layer,
     clone_initializer,
@@ -10,7 +11,6 @@ from keras_attn.backend import (
     register,
     tf,
 )
-from keras_attn.layers._checks import check_positive_int
 
 
 @register
@@ -38,7 +38,10 @@ class FactorizedEmbedding(Layer):
         bias_initializer: initializer of the bias. Defaults to "zeros".
 
     Call arguments:
-        inputs: integer `(batch, ...)` token ids.
+        inputs: integer `(batch, ...)` token ids in `[0, vocabulary_size)`. An id
+            outside is a `ValueError` (eager) or an `InvalidArgumentError` naming
+            the layer (in a graph); under XLA, which drops assertions, it reads the
+            nearest row (XLA clamps gather indices).
 
     Returns:
         `(batch, ..., hidden_dim)`.
@@ -70,8 +73,8 @@ class FactorizedEmbedding(Layer):
         self.vocabulary_size = vocabulary_size
         self.embedding_dim = embedding_dim
         self.hidden_dim = hidden_dim
-        self.use_bias = use_bias
-        self.mask_zero = mask_zero
+        self.use_bias = check_bool("use_bias", use_bias)
+        self.mask_zero = check_bool("mask_zero", mask_zero)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -100,7 +103,7 @@ class FactorizedEmbedding(Layer):
         self.built = True
 
     def call(self, inputs):
-        ids = tf.cast(inputs, tf.int32)
+        ids = check_ids("inputs", tf.cast(inputs, tf.int32), self.vocabulary_size)
         dtype = self.compute_dtype
         table = tf.cast(tf.convert_to_tensor(self.embeddings), dtype)
         kernel = tf.cast(tf.convert_to_tensor(self.kernel), dtype)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from keras_attn._validation import (
+    check_bool,
+    check_int,
+    check_positive_int,
+    check_positive_int_list,
+    static_shape,
+)
 from keras_attn.backend import KERAS_3, Layer, clone_initializer, keras, register, tf
-from keras_attn.layers._checks import check_positive_int, static_shape
 
 # Past this many rows the ids of a shared table no longer fit in int32.
 _INT32_ROWS = 2**31 - 1
@@ -31,7 +37,9 @@ class FieldEmbedding(Layer):
         embeddings_regularizer: optional regularizer of the tables and numeric vectors.
         validate_ids: bool. Check that every id lies in its field's range and fail
             with the field's name otherwise (an out-of-range id in a shared table
-            would silently read another field's row). Defaults to True.
+            would silently read another field's row). With False, an id outside its
+            field's range gets a zero vector (on every device), without a check.
+            Defaults to True.
 
     Call arguments:
         categorical: int `(batch, num_categorical)`, column `i` holds field `i`'s id.
@@ -70,23 +78,10 @@ class FieldEmbedding(Layer):
                 f"vocabulary_sizes={vocabulary_sizes!r}"
             )
         vocabulary_sizes = list(vocabulary_sizes)
-        for size in vocabulary_sizes:
-            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-                raise ValueError(
-                    "`vocabulary_sizes` must be a list of positive integers. "
-                    f"Received: vocabulary_sizes={vocabulary_sizes!r}"
-                )
+        if vocabulary_sizes:  # none when every field is numeric
+            check_positive_int_list("vocabulary_sizes", vocabulary_sizes)
         check_positive_int("embedding_dim", embedding_dim)
-        if isinstance(num_numeric, bool) or not isinstance(num_numeric, int):
-            raise ValueError(
-                "`num_numeric` must be a non-negative integer. Received: "
-                f"num_numeric={num_numeric!r}"
-            )
-        if num_numeric < 0:
-            raise ValueError(
-                "`num_numeric` must be a non-negative integer. Received: "
-                f"num_numeric={num_numeric!r}"
-            )
+        check_int("num_numeric", num_numeric, minimum=0)
         if not vocabulary_sizes and not num_numeric:
             raise ValueError(
                 "FieldEmbedding needs at least one field. Received: "
@@ -95,10 +90,10 @@ class FieldEmbedding(Layer):
         self.vocabulary_sizes = vocabulary_sizes
         self.embedding_dim = embedding_dim
         self.num_numeric = num_numeric
-        self.shared_table = shared_table
+        self.shared_table = check_bool("shared_table", shared_table)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.embeddings_regularizer = keras.regularizers.get(embeddings_regularizer)
-        self.validate_ids = validate_ids
+        self.validate_ids = check_bool("validate_ids", validate_ids)
         if KERAS_3:
             # Keras 3 would cast a whole (maybe huge) table to the compute dtype on
             # every read; the rows gathered are cast instead. (tf_keras' autocast
@@ -192,12 +187,20 @@ class FieldEmbedding(Layer):
             if ids.dtype.is_floating:
                 ids = tf.floor(ids)
             ids = tf.cast(ids, self._id_dtype)
+            vocab = tf.constant(self.vocabulary_sizes, self._id_dtype)
+            in_range = None
             if self.validate_ids:
                 ids = self._check_ids(ids)
+            else:
+                # (batch, fields): an out-of-range id reads row 0, then is zeroed.
+                in_range = (ids >= 0) & (ids < vocab)
+                ids = tf.where(in_range, ids, tf.zeros_like(ids))
             if self.shared_table:
                 ids = ids + tf.constant(self._offsets, self._id_dtype)
                 # (batch, fields, dim)
                 parts.append(tf.cast(tf.gather(self.tables[0], ids), compute))
+                if in_range is not None:
+                    parts[-1] *= tf.cast(in_range, compute)[:, :, tf.newaxis]
             else:
                 columns = tf.unstack(ids, num=len(self.tables), axis=1)
                 parts.append(
@@ -206,6 +209,8 @@ class FieldEmbedding(Layer):
                     )
                 )
                 parts[-1] = tf.cast(parts[-1], compute)
+                if in_range is not None:
+                    parts[-1] *= tf.cast(in_range, compute)[:, :, tf.newaxis]
         if self.num_numeric:
             numeric = tf.cast(tf.convert_to_tensor(numeric), compute)
             vectors = tf.cast(self.numeric_embeddings, compute)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from keras_attn.backend import Layer, clone_initializer, keras, register, tf
-from keras_attn.layers._checks import (
+from keras_attn._validation import (
     check_mask_shape,
     check_positive_int,
     check_rate,
     static_shape,
 )
-from keras_attn.layers.attention import ContextAttentionPooling, _as_bool
+from keras_attn.backend import (
+    Layer,
+    as_bool_mask,
+    clone_initializer,
+    keras,
+    register,
+    tf,
+)
+from keras_attn.layers.attention import ContextAttentionPooling
 
 
 @register
@@ -116,7 +123,7 @@ class HierarchicalAttentionPooling(Layer):
         return_attention_scores=False,
     ):
         inputs = self.cast_inputs(inputs)
-        mask, sentence_mask = _as_bool(mask), _as_bool(sentence_mask)
+        mask, sentence_mask = as_bool_mask(mask), as_bool_mask(sentence_mask)
         shape = static_shape(inputs)
         check_mask_shape("mask", mask, shape[:-1], "inputs")
         check_mask_shape("sentence_mask", sentence_mask, shape[:2], "inputs")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 
-from keras_attn.backend import Layer, clone_initializer, keras, register, tf
-from keras_attn.layers._checks import (
+from keras_attn._validation import (
     check_choice,
     check_positive_int,
+    check_positive_int_list,
     check_rate,
     static_shape,
 )
+from keras_attn.backend import Layer, clone_initializer, keras, register, tf
 from keras_attn.layers.scores import SCORES, AttentionScore
 
 GATES = ("softmax", "attention")
@@ -30,18 +31,6 @@ def _check_tasks(tasks):
             f"Received: tasks={tasks!r}"
         )
     return list(tasks)
-
-
-def _check_units(name, units):
-    values = list(units) if isinstance(units, (list, tuple)) else [units]
-    if not values or any(
-        isinstance(u, bool) or not isinstance(u, int) or u <= 0 for u in values
-    ):
-        raise ValueError(
-            f"`{name}` must be a non-empty list of positive integers. "
-            f"Received: {name}={units!r}"
-        )
-    return values
 
 
 def _stacked_initializer(initializer, leading: int):
@@ -87,7 +76,7 @@ class _ExpertsMixin:
         kernel_regularizer,
     ):
         self.tasks = _check_tasks(tasks)
-        self.expert_units = _check_units("expert_units", expert_units)
+        self.expert_units = check_positive_int_list("expert_units", expert_units)
         check_choice("gate", gate, GATES)
         check_choice("gate_score", gate_score, SCORES)
         check_positive_int("gate_units", gate_units, allow_none=True)

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import math
 
+from keras_attn._validation import (
+    check_batch_sizes,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_mask_shape,
+    check_positive_int,
+    check_rate,
+    static_shape,
+)
 from keras_attn.backend import (
     Layer,
+    as_bool_mask,
     clone_initializer,
     keras,
     masked_softmax,
     register,
     tf,
 )
-from keras_attn.layers._checks import (
-    check_choice,
-    check_mask_shape,
-    check_positive_int,
-    check_rate,
-    static_shape,
-)
-from keras_attn.layers.attention import _as_bool, causal_mask
+from keras_attn.layers.attention import causal_mask
 
 DISAGREEMENTS = ("subspace", "position", "output")
 
@@ -178,15 +182,7 @@ class MultiHeadAttention(Layer):
         check_positive_int("window", window, allow_none=True)
         if disagreement is not None:
             check_choice("disagreement", disagreement, DISAGREEMENTS)
-        if (
-            isinstance(disagreement_weight, bool)
-            or not isinstance(disagreement_weight, (int, float))
-            or disagreement_weight < 0
-        ):
-            raise ValueError(
-                "`disagreement_weight` must be a non-negative float. "
-                f"Received: disagreement_weight={disagreement_weight!r}"
-            )
+        check_finite("disagreement_weight", disagreement_weight, minimum=0)
         self.window = window
         self.disagreement = disagreement
         self.disagreement_weight = float(disagreement_weight)
@@ -199,7 +195,7 @@ class MultiHeadAttention(Layer):
         self.key_dim = key_dim
         self.value_dim = value_dim or key_dim
         self.dropout = dropout
-        self.use_bias = use_bias
+        self.use_bias = check_bool("use_bias", use_bias)
         self._output_dim = output_shape
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -410,8 +406,9 @@ class MultiHeadAttention(Layer):
         if key_mask is None and key is not value:
             key_mask = getattr(key, "_keras_mask", None)
         query, value, key = self.cast_inputs(query, value, key)
-        query_mask, value_mask = _as_bool(query_mask), _as_bool(value_mask)
-        key_mask, attention_mask = _as_bool(key_mask), _as_bool(attention_mask)
+        check_batch_sizes(query=query, value=value, key=key)
+        query_mask, value_mask = as_bool_mask(query_mask), as_bool_mask(value_mask)
+        key_mask, attention_mask = as_bool_mask(key_mask), as_bool_mask(attention_mask)
         key_valid = value_mask
         if key_mask is not None:
             key_valid = key_mask if key_valid is None else key_valid & key_mask

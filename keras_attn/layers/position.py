@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import math
 
+from keras_attn._validation import (
+    check_finite,
+    check_int,
+    check_positive_int,
+    static_shape,
+)
 from keras_attn.backend import Layer, clone_initializer, keras, register, tf
-from keras_attn.layers._checks import check_positive_int, static_shape
 
 
 def sinusoidal_table(positions, dim: int, max_wavelength: float = 10000.0):
@@ -72,15 +77,9 @@ class SinusoidalPositionEncoding(Layer):
 
     def __init__(self, max_wavelength: float = 10000.0, **kwargs):
         super().__init__(**kwargs)
-        if (
-            isinstance(max_wavelength, bool)
-            or not isinstance(max_wavelength, (int, float))
-            or max_wavelength <= 1
-        ):
-            raise ValueError(
-                "`max_wavelength` must be a number greater than 1. "
-                f"Received: max_wavelength={max_wavelength!r}"
-            )
+        check_finite(
+            "max_wavelength", max_wavelength, minimum=1, exclusive_minimum=True
+        )
         self.max_wavelength = float(max_wavelength)
         self.supports_masking = True
 
@@ -120,7 +119,8 @@ class PositionEmbedding(Layer):
 
     Call arguments:
         inputs: `(batch, seq_len, dim)`; only its shape is used.
-        start_index: int or scalar tensor. Position of the first step. Defaults to 0.
+        start_index: int or scalar tensor, `>= 0`. Position of the first step.
+            Defaults to 0.
 
     Returns:
         `(batch, seq_len, dim)`, the position vectors broadcast over the batch.
@@ -151,6 +151,8 @@ class PositionEmbedding(Layer):
         self.built = True
 
     def _check_length(self, length, start_index=0):
+        if not tf.is_tensor(start_index):
+            check_int("start_index", start_index, minimum=0)
         if length is None or not isinstance(start_index, int):
             return
         if start_index + length > self.sequence_length:
@@ -172,7 +174,15 @@ class PositionEmbedding(Layer):
             self.sequence_length,
             message=f"inputs are longer than sequence_length={self.sequence_length}",
         )
-        with tf.control_dependencies([check] if check is not None else []):
+        checks = [check] if check is not None else []
+        if tf.is_tensor(start_index):
+            checks.append(
+                tf.debugging.assert_non_negative(
+                    start, message="`start_index` must be >= 0"
+                )
+            )
+        checks = [c for c in checks if c is not None]
+        with tf.control_dependencies(checks):
             table = tf.slice(
                 tf.convert_to_tensor(self.position_embeddings),
                 tf.stack([start, 0]),

@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import math
 
+from keras_attn._validation import (
+    check_batch_sizes,
+    check_bool,
+    check_finite,
+    check_mask_shape,
+    check_positive_int,
+    check_rate,
+    static_shape,
+)
 from keras_attn.backend import (
     Layer,
+    as_bool_mask,
     clone_initializer,
     keras,
     masked_softmax,
     register,
     tf,
 )
-from keras_attn.layers._checks import (
-    check_mask_shape,
-    check_positive_int,
-    check_rate,
-    static_shape,
-)
-from keras_attn.layers.attention import _as_bool, causal_mask
+from keras_attn.layers.attention import causal_mask
 from keras_attn.layers.multi_head import build_projections
 
 
@@ -122,21 +126,15 @@ class RelativeMultiHeadAttention(Layer):
         check_positive_int("key_dim", key_dim)
         check_positive_int("clamp_len", clamp_len, allow_none=True)
         check_rate("dropout", dropout)
-        if (
-            isinstance(max_wavelength, bool)
-            or not isinstance(max_wavelength, (int, float))
-            or max_wavelength <= 1
-        ):
-            raise ValueError(
-                "`max_wavelength` must be a number greater than 1. "
-                f"Received: max_wavelength={max_wavelength!r}"
-            )
+        check_finite(
+            "max_wavelength", max_wavelength, minimum=1, exclusive_minimum=True
+        )
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.dropout = dropout
         self.clamp_len = clamp_len
         self.max_wavelength = float(max_wavelength)
-        self.use_bias = use_bias
+        self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -200,7 +198,8 @@ class RelativeMultiHeadAttention(Layer):
         use_causal_mask=False,
     ):
         inputs, memory = self.cast_inputs(inputs, memory)
-        mask, memory_mask = _as_bool(mask), _as_bool(memory_mask)
+        check_batch_sizes(inputs=inputs, memory=memory)
+        mask, memory_mask = as_bool_mask(mask), as_bool_mask(memory_mask)
         check_mask_shape("mask", mask, static_shape(inputs)[:-1], "inputs")
         dtype = inputs.dtype
         batch, q_len = tf.shape(inputs)[0], tf.shape(inputs)[1]

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import math
 
+from keras_attn._validation import (
+    check_batch_sizes,
+    check_bool,
+    check_choice,
+    check_positive_int,
+    static_shape,
+)
 from keras_attn.backend import Layer, clone_initializer, keras, register, tf
-from keras_attn.layers._checks import check_choice, check_positive_int, static_shape
 
 SCORES = ("dot", "scaled_dot", "general", "additive", "cosine", "location")
 # Scores that compare query and key element by element, so their last dims must agree.
@@ -73,13 +79,20 @@ class AttentionScore(Layer):
         self.score = score
         self.units = units
         self.max_length = max_length
-        self.use_bias = use_bias
+        self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
     def build(self, query_shape, key_shape=None):
         query_shape = static_shape(query_shape)
         key_shape = query_shape if key_shape is None else static_shape(key_shape)
+        if len(query_shape) < 3 or len(query_shape) != len(key_shape):
+            raise ValueError(
+                "`query` and `key` must have the same rank, at least 3: (batch, "
+                "q_len, q_dim) and (batch, k_len, k_dim), any axes between batch and "
+                f"length alike. Received: query.shape={tuple(query_shape)}, "
+                f"key.shape={tuple(key_shape)}"
+            )
         q_dim, k_dim = query_shape[-1], key_shape[-1]
         if q_dim is None or k_dim is None:
             raise ValueError(
@@ -151,11 +164,13 @@ class AttentionScore(Layer):
     def call(self, query, key=None):
         key = query if key is None else key
         query, key = self.cast_inputs(query, key)
+        check_batch_sizes(query=query, key=key)
+        if self.score == "scaled_dot":
+            # Scaled before the product: the unscaled q·k would overflow float16
+            # (max 65504) sqrt(d) times sooner than the scores themselves.
+            query = query * tf.cast(1.0 / math.sqrt(key.shape[-1]), query.dtype)
         if self.score in ("dot", "scaled_dot"):
-            scores = tf.einsum("...qd,...kd->...qk", query, key)
-            if self.score == "scaled_dot":
-                scores *= tf.cast(1.0 / math.sqrt(key.shape[-1]), scores.dtype)
-            return scores
+            return tf.einsum("...qd,...kd->...qk", query, key)
         if self.score == "cosine":
             # Normalize in float32: a float16 epsilon underflows and 0/0 gives NaN.
             q = tf.math.l2_normalize(tf.cast(query, tf.float32), axis=-1, epsilon=1e-12)

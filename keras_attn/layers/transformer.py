@@ -3,14 +3,22 @@ shared stack SharedTransformerEncoder."""
 
 from __future__ import annotations
 
-from keras_attn.backend import Layer, clone_initializer, keras, register, tf
-from keras_attn.layers._checks import (
+from keras_attn._validation import (
+    check_bool,
     check_choice,
+    check_finite,
     check_positive_int,
     check_rate,
     static_shape,
 )
-from keras_attn.layers.attention import _as_bool
+from keras_attn.backend import (
+    Layer,
+    as_bool_mask,
+    clone_initializer,
+    keras,
+    register,
+    tf,
+)
 from keras_attn.layers.multi_head import MultiHeadAttention
 
 ACTIVATIONS = ("relu", "gelu")
@@ -194,20 +202,14 @@ class TransformerEncoderBlock(Layer):
         check_positive_int("intermediate_dim", intermediate_dim)
         check_rate("dropout", dropout)
         check_choice("activation", activation, ACTIVATIONS)
-        if (
-            isinstance(layer_norm_epsilon, bool)
-            or not isinstance(layer_norm_epsilon, (int, float))
-            or layer_norm_epsilon <= 0
-        ):
-            raise ValueError(
-                "`layer_norm_epsilon` must be a positive float. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
-            )
+        check_finite(
+            "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
+        )
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
         self.activation = activation
-        self.normalize_first = bool(normalize_first)
+        self.normalize_first = check_bool("normalize_first", normalize_first)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -294,7 +296,10 @@ class TransformerEncoderBlock(Layer):
         inputs = self.cast_inputs(inputs)
         if padding_mask is None:
             padding_mask = mask
-        padding_mask, attention_mask = _as_bool(padding_mask), _as_bool(attention_mask)
+        padding_mask, attention_mask = (
+            as_bool_mask(padding_mask),
+            as_bool_mask(attention_mask),
+        )
         x = inputs
         if self.normalize_first:
             x = x + self._self_attention(

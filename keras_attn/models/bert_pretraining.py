@@ -23,9 +23,10 @@ Inputs and targets are those of `keras_attn.text.pretraining_dataset`.
 
 from __future__ import annotations
 
+from keras_attn._validation import check_finite, check_int, check_rate
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
-from keras_attn.models.text import _check_num_classes, _heads, _rate
+from keras_attn.models.text import _heads
 
 __all__ = [
     "BertPretrainer",
@@ -152,6 +153,9 @@ class BertPretrainer(keras.Model):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         _check_encoder(encoder)
+        check_finite(
+            "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
+        )
         self.encoder = encoder
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
@@ -270,14 +274,9 @@ def compile_bert_pretrainer(
     Returns:
         The model.
     """
-    if isinstance(nsp_weight, bool) or not isinstance(nsp_weight, (int, float)):
-        raise ValueError(
-            f"`nsp_weight` must be a number >= 0. Received: nsp_weight={nsp_weight!r}"
-        )
-    if nsp_weight < 0:
-        raise ValueError(
-            f"`nsp_weight` must be a number >= 0. Received: nsp_weight={nsp_weight!r}"
-        )
+    check_finite("nsp_weight", nsp_weight, minimum=0)
+    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        check_finite("learning_rate", learning_rate, minimum=0, exclusive_minimum=True)
     model.compile(
         optimizer=optimizer or keras.optimizers.Adam(learning_rate),
         loss={
@@ -320,8 +319,8 @@ def build_bert_classifier(
         num_classes), "label": (batch,)}`.
     """
     _check_encoder(bert)
-    _check_num_classes(num_classes)
-    _rate("dropout", dropout)
+    check_int("num_classes", num_classes, minimum=2)
+    check_rate("dropout", dropout)
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(
             f"`class_names` must have `num_classes`={num_classes} names. "

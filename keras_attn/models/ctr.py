@@ -20,6 +20,12 @@ import dataclasses
 import warnings
 from collections.abc import Sequence
 
+from keras_attn._validation import (
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positive_int,
+)
 from keras_attn.backend import KERAS_3, keras
 from keras_attn.features.preprocessing import (
     StackColumns,
@@ -93,6 +99,7 @@ class Task:
             raise ValueError(
                 f"`kind` must be one of {sorted(_KINDS)}. Received: kind={self.kind!r}"
             )
+        check_finite("loss_weight", self.loss_weight, minimum=0, where="a Task")
         self.label = self.label or self.name
         if self.loss is None:
             self.loss = _KINDS[self.kind][0]
@@ -235,11 +242,9 @@ def build_ctr_model(
         )
     if multitask is None:
         multitask = "mmoe" if len(tasks) > 1 else "shared_bottom"
-    if multitask not in MULTITASK:
-        raise ValueError(
-            f"`multitask` must be one of {list(MULTITASK)}. Received: "
-            f"multitask={multitask!r}"
-        )
+    check_choice("multitask", multitask, MULTITASK)
+    check_bool("shared_table", shared_table)
+    check_bool("use_residual", use_residual)
     for f in features:
         if not f.fitted:
             raise ValueError(
@@ -387,6 +392,8 @@ def compile_ctr_model(
             f"Tasks {missing} are not outputs of the model. Outputs: "
             f"{list(model.output_names)}"
         )
+    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        check_finite("learning_rate", learning_rate, 0, None, True, allow_none=True)
     optimizer = keras.optimizers.get(optimizer)
     if learning_rate is not None:
         optimizer.learning_rate = learning_rate
@@ -572,6 +579,8 @@ def fit_ctr_model(
 
     from keras_attn.features.dataset import to_dataset
 
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("epochs", epochs)
     tasks = _as_tasks(tasks)
     steps = None
     if isinstance(data, pd.DataFrame):  # as to_dataset tells it from CSV paths

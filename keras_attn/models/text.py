@@ -8,6 +8,15 @@ a batch of raw strings; `export_text_classifier` writes it for TF Serving.
 
 from __future__ import annotations
 
+from keras_attn._validation import (
+    check_bool,
+    check_choice,
+    check_divisible,
+    check_finite,
+    check_int,
+    check_positive_int,
+    check_rate,
+)
 from keras_attn.backend import keras, tf
 from keras_attn.layers.aoa import AttentionOverAttention
 from keras_attn.layers.attention import ContextAttentionPooling
@@ -42,41 +51,6 @@ TRANSFORMER_POOLINGS = ("cls", "mean", "attention", "layer_mean")
 POSITIONS = ("sinusoidal", "learned")
 
 
-def _positive(name, value, allow_none=False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value!r}"
-        )
-
-
-def _rate(name, value):
-    if (
-        not isinstance(value, (int, float))
-        or isinstance(value, bool)
-        or not 0 <= value < 1
-    ):
-        raise ValueError(
-            f"`{name}` must be a float in [0, 1). Received: {name}={value!r}"
-        )
-
-
-def _divisible_by_heads(name, value, num_heads):
-    if value % num_heads:
-        raise ValueError(
-            f"`{name}` must be divisible by `num_heads`. Received: "
-            f"{name}={value}, num_heads={num_heads}"
-        )
-
-
-def _choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(
-            f"`{name}` must be one of {list(choices)}. Received: {name}={value!r}"
-        )
-
-
 def _heads(num_classes, class_names):
     probabilities = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32", name="probabilities"
@@ -107,18 +81,6 @@ def _han_apply(get, ids, word_encoder):
     )
     document = get("document_dropout")(document)
     return get("probabilities")(document), word_weights, sentence_weights
-
-
-def _check_num_classes(num_classes) -> None:
-    if (
-        isinstance(num_classes, bool)
-        or not isinstance(num_classes, int)
-        or num_classes < 2
-    ):
-        raise ValueError(
-            "`num_classes` must be an integer >= 2. "
-            f"Received: num_classes={num_classes!r}"
-        )
 
 
 def build_han_classifier(
@@ -180,17 +142,17 @@ def build_han_classifier(
     (TensorShape([3, 2]), TensorShape([3]))
     """
     for arg in ("vocabulary_size", "embedding_dim", "units", "attention_units"):
-        _positive(arg, locals()[arg])
-    _positive("num_heads", num_heads)
-    _positive("max_sentences", max_sentences, allow_none=True)
-    _positive("max_words", max_words, allow_none=True)
-    _positive("intermediate_dim", intermediate_dim, allow_none=True)
-    _check_num_classes(num_classes)
-    _choice("word_encoder", word_encoder, WORD_ENCODERS)
-    _rate("dropout", dropout)
-    _rate("embedding_dropout", embedding_dropout)
+        check_positive_int(arg, locals()[arg])
+    check_positive_int("num_heads", num_heads)
+    check_positive_int("max_sentences", max_sentences, allow_none=True)
+    check_positive_int("max_words", max_words, allow_none=True)
+    check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
+    check_int("num_classes", num_classes, minimum=2)
+    check_choice("word_encoder", word_encoder, WORD_ENCODERS)
+    check_rate("dropout", dropout)
+    check_rate("embedding_dropout", embedding_dropout)
     if word_encoder == "transformer":
-        _divisible_by_heads("embedding_dim", embedding_dim, num_heads)
+        check_divisible("embedding_dim", embedding_dim, "num_heads", num_heads)
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(
             f"`class_names` must have num_classes={num_classes} names. "
@@ -332,15 +294,15 @@ def build_transformer_classifier(
     TensorShape([2, 3])
     """
     for arg in ("vocabulary_size", "sequence_length", "hidden_dim", "num_layers"):
-        _positive(arg, locals()[arg])
-    _positive("num_heads", num_heads)
-    _positive("intermediate_dim", intermediate_dim, allow_none=True)
-    _positive("embedding_dim", embedding_dim, allow_none=True)
-    _check_num_classes(num_classes)
-    _choice("positions", positions, POSITIONS)
-    _choice("pooling", pooling, TRANSFORMER_POOLINGS)
-    _rate("dropout", dropout)
-    _divisible_by_heads("hidden_dim", hidden_dim, num_heads)
+        check_positive_int(arg, locals()[arg])
+    check_positive_int("num_heads", num_heads)
+    check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
+    check_positive_int("embedding_dim", embedding_dim, allow_none=True)
+    check_int("num_classes", num_classes, minimum=2)
+    check_choice("positions", positions, POSITIONS)
+    check_choice("pooling", pooling, TRANSFORMER_POOLINGS)
+    check_rate("dropout", dropout)
+    check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads)
 
     # Inputs
     ids = keras.Input(shape=(sequence_length,), dtype="int32", name="token_ids")
@@ -372,7 +334,7 @@ def build_transformer_classifier(
             name=f"transformer_layer_{index}",
         )
 
-    shared = block(0) if share_layers else None
+    shared = block(0) if check_bool("share_layers", share_layers) else None
     layer_outputs = []
     for index in range(num_layers):
         x = (shared or block(index))(x, padding_mask=mask)
@@ -402,6 +364,8 @@ def compile_text_classifier(model, learning_rate: float = 1e-3, **kwargs):
     Targets are class indices, given as `{"probabilities": y}` (the `label` output
     has no loss). Extra keyword arguments go to `model.compile`.
     """
+    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        check_finite("learning_rate", learning_rate, minimum=0, exclusive_minimum=True)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate),
         loss={"probabilities": "sparse_categorical_crossentropy"},
@@ -533,13 +497,13 @@ def build_bert(
     (TensorShape([2, 8, 8]), TensorShape([2, 8]))
     """
     for arg in ("vocabulary_size", "sequence_length", "hidden_dim", "num_layers"):
-        _positive(arg, locals()[arg])
-    _positive("num_heads", num_heads)
-    _positive("type_vocabulary_size", type_vocabulary_size)
-    _positive("intermediate_dim", intermediate_dim, allow_none=True)
-    _positive("embedding_dim", embedding_dim, allow_none=True)
-    _rate("dropout", dropout)
-    _divisible_by_heads("hidden_dim", hidden_dim, num_heads)
+        check_positive_int(arg, locals()[arg])
+    check_positive_int("num_heads", num_heads)
+    check_positive_int("type_vocabulary_size", type_vocabulary_size)
+    check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
+    check_positive_int("embedding_dim", embedding_dim, allow_none=True)
+    check_rate("dropout", dropout)
+    check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads)
 
     # Inputs
     ids = keras.Input(shape=(sequence_length,), dtype="int32", name="token_ids")
@@ -575,7 +539,7 @@ def build_bert(
             name=f"transformer_layer_{index}",
         )
 
-    shared = block(0) if share_layers else None
+    shared = block(0) if check_bool("share_layers", share_layers) else None
     for index in range(num_layers):
         x = (shared or block(index))(x, padding_mask=mask)
 
@@ -712,8 +676,8 @@ def build_aoa_reader(
     (TensorShape([2, 4]), TensorShape([2]))
     """
     for arg in ("vocabulary_size", "embedding_dim", "units"):
-        _positive(arg, locals()[arg])
-    _rate("dropout", dropout)
+        check_positive_int(arg, locals()[arg])
+    check_rate("dropout", dropout)
 
     # Inputs
     document = keras.Input(shape=(None,), dtype="int32", name="document_ids")

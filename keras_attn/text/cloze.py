@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from keras_attn._validation import check_int, check_positive_int
 from keras_attn.backend import keras, tf
 from keras_attn.text.tokenizers import PAD, UNK, split_sentences, split_words
 
@@ -161,15 +162,9 @@ def build_cloze_vocabulary(
     >>> build_cloze_vocabulary([[["b", "a", "b"]], [["c"]]])
     ['[PAD]', '[UNK]', '@placeholder', 'b', 'a', 'c']
     """
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 4):
-        raise ValueError(
-            "`max_tokens` must be an integer of at least 4 (with [PAD], [UNK] and "
-            f"{PLACEHOLDER}). Received: max_tokens={max_tokens!r}"
-        )
-    if not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(
-            f"`min_count` must be a positive integer. Received: min_count={min_count!r}"
-        )
+    # At least 4: [PAD], [UNK], the placeholder and one word.
+    check_int("max_tokens", max_tokens, minimum=4, allow_none=True)
+    check_positive_int("min_count", min_count)
     counts = collections.Counter(
         w for doc in documents for sentence in doc for w in sentence
     )
@@ -181,13 +176,6 @@ def build_cloze_vocabulary(
     if max_tokens is not None:
         ranked = ranked[: max_tokens - 3]
     return [PAD, UNK, PLACEHOLDER, *ranked]
-
-
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value!r}"
-        )
 
 
 def _context(sentences, index, max_sentences, max_tokens):
@@ -262,7 +250,7 @@ def make_cloze_questions(
         "max_query_tokens",
         "min_word_length",
     ):
-        _positive(name, locals()[name])
+        check_positive_int(name, locals()[name])
     if num_candidates < 2:
         raise ValueError(
             "`num_candidates` must be at least 2 (the answer and a distractor). "
@@ -527,8 +515,8 @@ def fit_aoa_reader(
     """
     from keras_attn.models.text import build_aoa_reader
 
-    _positive("epochs", epochs)
-    _positive("batch_size", batch_size)
+    check_positive_int("epochs", epochs)
+    check_positive_int("batch_size", batch_size)
     keras.utils.set_random_seed(seed)
     start = time.perf_counter()
     vocabulary = list(vocabulary)

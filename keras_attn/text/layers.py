@@ -6,8 +6,8 @@ models rather than attention ideas of their own.
 
 from __future__ import annotations
 
-from keras_attn.backend import Layer, keras, register, tf
-from keras_attn.layers.attention import _as_bool
+from keras_attn._validation import check_bool
+from keras_attn.backend import Layer, as_bool_mask, keras, register, tf
 
 __all__ = [
     "POOLINGS",
@@ -63,7 +63,7 @@ class SequencePooling(Layer):
             return inputs[:, 0]
         if mask is None:
             mask = tf.ones(tf.shape(inputs)[:2], tf.bool)
-        mask = _as_bool(mask)
+        mask = as_bool_mask(mask)
         weights = tf.cast(mask, inputs.dtype)[..., tf.newaxis]  # (batch, seq_len, 1)
         if self.mode == "mean":
             total = tf.reduce_sum(inputs * weights, axis=1)
@@ -163,7 +163,7 @@ class TokenMask(Layer):
     def __init__(self, reduce_last: bool = False, **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
-        self.reduce_last = bool(reduce_last)
+        self.reduce_last = check_bool("reduce_last", reduce_last)
 
     def call(self, inputs):
         mask = tf.not_equal(inputs, tf.zeros([], inputs.dtype))
@@ -236,7 +236,7 @@ class PerSentence(Layer):
             flat = tf.ensure_shape(flat, [None, words, dim])
         flat_mask = None
         if mask is not None:
-            flat_mask = tf.reshape(_as_bool(mask), [-1, shape[2]])
+            flat_mask = tf.reshape(as_bool_mask(mask), [-1, shape[2]])
         out = self.layer(flat, mask=flat_mask, training=training)
         # (batch, sentences, words, out_dim)
         return tf.reshape(out, tf.concat([shape[:3], tf.shape(out)[2:]], axis=0))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from keras_attn._validation import check_int, check_positive_int, check_rate
 from keras_attn.backend import tf
 from keras_attn.text.tokenizers import (
     CLS,
@@ -56,28 +57,10 @@ __all__ = [
 SPECIAL_TOKENS = (PAD, CLS, SEP, MASK)
 
 
-def _check_int(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
-        )
-
-
-def _check_rate(name, value):
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0.0 <= value <= 1.0
-    ):
-        raise ValueError(
-            f"`{name}` must be a float in [0, 1]. Received: {name}={value!r}"
-        )
-
-
 def _check_masking(mask_rate, mask_token_rate, random_token_rate):
-    _check_rate("mask_rate", mask_rate)
-    _check_rate("mask_token_rate", mask_token_rate)
-    _check_rate("random_token_rate", random_token_rate)
+    check_rate("mask_rate", mask_rate, closed=True)
+    check_rate("mask_token_rate", mask_token_rate, closed=True)
+    check_rate("random_token_rate", random_token_rate, closed=True)
     if mask_token_rate + random_token_rate > 1.0 + 1e-9:
         raise ValueError(
             "`mask_token_rate + random_token_rate` must be at most 1. Received: "
@@ -246,8 +229,8 @@ def mask_tokens(
     >>> positions.shape, int(tf.reduce_sum(tf.cast(labels > 0, tf.int32)))
     (TensorShape([1, 2]), 2)
     """
-    _check_int("vocabulary_size", vocabulary_size, minimum=2)
-    _check_int("max_predictions", max_predictions)
+    check_int("vocabulary_size", vocabulary_size, minimum=2)
+    check_positive_int("max_predictions", max_predictions)
     _check_masking(mask_rate, mask_token_rate, random_token_rate)
     special = sorted({0, int(mask_id), *(int(i) for i in special_ids)})
     ordinary = [i for i in range(vocabulary_size) if i not in set(special)]
@@ -365,23 +348,22 @@ def pretraining_dataset(
     (TensorShape([2, 16]), TensorShape([2, 3]), TensorShape([2]))
     """
     tokenizer = _as_tokenizer(tokenizer)
-    _check_int("sequence_length", sequence_length, minimum=4)
+    check_int("sequence_length", sequence_length, minimum=4)
     for name in ("batch_size", "max_predictions"):
-        _check_int(name, locals()[name])
+        check_positive_int(name, locals()[name])
     for name in ("sentences_per_segment", "documents_per_chunk"):
-        _check_int(name, locals()[name])
-    _check_int("shuffle_buffer", shuffle_buffer, minimum=0)
+        check_positive_int(name, locals()[name])
+    check_int("shuffle_buffer", shuffle_buffer, minimum=0)
     if num_epochs is not None:
-        _check_int("num_epochs", num_epochs)
+        check_positive_int("num_epochs", num_epochs)
     if max_predictions > sequence_length:
         raise ValueError(
             "`max_predictions` must be at most `sequence_length`. Received: "
             f"max_predictions={max_predictions}, sequence_length={sequence_length}"
         )
     _check_masking(mask_rate, mask_token_rate, random_token_rate)
-    _check_rate("next_sentence_rate", next_sentence_rate)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"`seed` must be an integer. Received: seed={seed!r}")
+    check_rate("next_sentence_rate", next_sentence_rate, closed=True)
+    check_int("seed", seed)
 
     if isinstance(corpus, tf.data.Dataset):
         documents = corpus

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import tensorflow_text as tf_text
 
+from keras_attn._validation import check_int, check_positive_int
 from keras_attn.backend import Layer, keras, register, tf
 
 __all__ = [
@@ -182,19 +183,9 @@ def build_vocabulary(
     >>> build_vocabulary(["a b b", "c b a"], min_count=2)
     ['[PAD]', '[UNK]', 'b', 'a']
     """
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool)
-        or not isinstance(max_tokens, int)
-        or max_tokens < 3
-    ):
-        raise ValueError(
-            "`max_tokens` must be an integer of at least 3 (with [PAD] and [UNK]). "
-            f"Received: max_tokens={max_tokens!r}"
-        )
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(
-            f"`min_count` must be a positive integer. Received: min_count={min_count!r}"
-        )
+    # At least 3: [PAD], [UNK] and one word.
+    check_int("max_tokens", max_tokens, minimum=3, allow_none=True)
+    check_positive_int("min_count", min_count)
     counts = collections.Counter()
     texts = list(texts)
     for start in range(0, len(texts), batch_size):
@@ -208,13 +199,6 @@ def build_vocabulary(
     if max_tokens is not None:
         ranked = ranked[: max_tokens - 2]
     return [PAD, UNK, *ranked]
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value!r}"
-        )
 
 
 class _TokenizerBase(Layer):
@@ -332,7 +316,7 @@ class Tokenizer(_TokenizerBase):
         **kwargs,
     ):
         super().__init__(vocabulary, method=method, lowercase=lowercase, **kwargs)
-        _check_positive("sequence_length", sequence_length)
+        check_positive_int("sequence_length", sequence_length)
         if add_special_tokens is None:
             add_special_tokens = method == "wordpiece"
         if add_special_tokens and sequence_length < 2:
@@ -419,8 +403,8 @@ class SentenceTokenizer(_TokenizerBase):
         **kwargs,
     ):
         super().__init__(vocabulary, method=method, lowercase=lowercase, **kwargs)
-        _check_positive("max_sentences", max_sentences)
-        _check_positive("max_words", max_words)
+        check_positive_int("max_sentences", max_sentences)
+        check_positive_int("max_words", max_words)
         self.max_sentences = max_sentences
         self.max_words = max_words
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from keras_attn._validation import check_choice
 from keras_attn.backend import keras, tf
 from keras_attn.text.tokenizers import SentenceTokenizer, Tokenizer, build_vocabulary
 
@@ -53,9 +54,32 @@ class TextClassifier:
         )
 
     def predict(self, texts) -> list[str]:
-        """Predicted class names of raw strings."""
-        out = self.serving_model()({"text": tf.constant(list(texts))})
+        """Predicted class names of a list of raw strings (an empty list gives
+        an empty list)."""
+        if isinstance(texts, (str, bytes)):
+            raise ValueError(
+                "`texts` must be a list of strings, not one string. "
+                f"Received: texts={texts!r}"
+            )
+        texts = list(texts)
+        if not texts:
+            return []
+        out = self.serving_model()({"text": tf.constant(texts, tf.string)})
         return [v.decode("utf-8") for v in out["label"].numpy()]
+
+
+def _check_pairs(x_name, xs, y_name, ys):
+    # One label per text: a length mismatch must not fail later as a shape error.
+    if isinstance(xs, (str, bytes)) or xs is None or ys is None:
+        raise ValueError(
+            f"`{x_name}` and `{y_name}` must be lists of the same length. "
+            f"Received: {x_name}={xs!r:.80}, {y_name}={ys!r:.80}"
+        )
+    if len(xs) != len(ys):
+        raise ValueError(
+            f"`{x_name}` and `{y_name}` must have the same length. Received: "
+            f"{len(xs)} {x_name} and {len(ys)} {y_name}"
+        )
 
 
 def stratified_split(labels, validation_fraction=0.2, seed=0):
@@ -136,8 +160,12 @@ def fit_text_classifier(
         compile_text_classifier,
     )
 
-    if model not in MODELS:
-        raise ValueError(f"`model` must be one of {list(MODELS)}. Received: {model!r}")
+    check_choice("model", model, MODELS)
+    _check_pairs("texts", texts, "labels", labels)
+    if validation_texts is not None or validation_labels is not None:
+        _check_pairs(
+            "validation_texts", validation_texts, "validation_labels", validation_labels
+        )
     keras.utils.set_random_seed(seed)
     class_names = sorted({str(v) for v in labels})
     if len(class_names) < 2:
