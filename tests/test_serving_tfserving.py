@@ -646,13 +646,8 @@ def test_nan_unseen_categories_and_a_1mb_string_give_finite_model_outputs(served
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs issue 18 (branch h18-badinput): numeric preprocessing treats "
-    "non-finite numbers as missing; until it is merged an infinite number reaches "
-    "the model as infinity",
-)
 def test_infinite_numbers_are_served_as_missing(served):
+    # NumericFeature(non_finite="missing"), the default (issue 18).
     out = {k: np.asarray(v) for k, v in _bad(served, "ctr", "rows")["outputs"].items()}
     for name in ("income", "marital"):
         assert np.isfinite(out[name][[5, 6]]).all()
