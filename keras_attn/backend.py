@@ -41,6 +41,7 @@ __all__ = [
     "KERAS_3",
     "Layer",
     "USE_LEGACY_KERAS",
+    "as_bool_mask",
     "clone_initializer",
     "export_saved_model",
     "keras",

@@ -303,3 +303,13 @@ def test_out_of_range_ids():
     shared = FieldEmbedding([3, 5], 4, validate_ids=False, shared_table=True)
     out = shared(np.array([[3, 0]])).numpy()
     np.testing.assert_array_equal(out[0, 0], np.zeros(4))  # not field 1's row 0
+
+
+def test_the_mask_helper_is_public_in_backend():
+    from keras_attn.backend import as_bool_mask
+
+    assert as_bool_mask(None) is None
+    out = as_bool_mask(np.array([[1, 0, 2]], "int32"))
+    assert out.dtype == tf.bool and out.numpy().tolist() == [[True, False, True]]
+    mask = tf.constant([[True, False]])
+    assert as_bool_mask(mask) is mask

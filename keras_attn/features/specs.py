@@ -99,12 +99,8 @@ class CategoricalFeature:
 
     def __post_init__(self):
         _check_name(self.name)
-        if self.dtype not in _CATEGORICAL_DTYPES:
-            raise ValueError(
-                f"`dtype` of categorical feature {self.name!r} must be one of "
-                f"{list(_CATEGORICAL_DTYPES)}. Received: dtype={self.dtype!r}"
-            )
         where = f"categorical feature {self.name!r}"
+        check_choice("dtype", self.dtype, _CATEGORICAL_DTYPES, where=where)
         check_positive_int("num_oov_buckets", self.num_oov_buckets, where=where)
         check_positive_int("min_frequency", self.min_frequency, where=where)
         check_positive_int("hash_buckets", self.hash_buckets, True, where=where)

@@ -186,7 +186,11 @@ class FieldEmbedding(Layer):
             ids = tf.convert_to_tensor(categorical)
             if ids.dtype.is_floating:
                 ids = tf.floor(ids)
-            ids = tf.cast(ids, self._id_dtype)
+            # (batch, fields), with the field count static (tf_keras traces the
+            # stacked columns as (None, None)).
+            ids = tf.reshape(
+                tf.cast(ids, self._id_dtype), [-1, len(self.vocabulary_sizes)]
+            )
             vocab = tf.constant(self.vocabulary_sizes, self._id_dtype)
             in_range = None
             if self.validate_ids:

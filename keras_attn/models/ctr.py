@@ -95,10 +95,7 @@ class Task:
                 "`name` of a Task must be a Python identifier (it names the "
                 f"output). Received: name={self.name!r}"
             )
-        if self.kind not in _KINDS:
-            raise ValueError(
-                f"`kind` must be one of {sorted(_KINDS)}. Received: kind={self.kind!r}"
-            )
+        check_choice("kind", self.kind, sorted(_KINDS))
         check_finite("loss_weight", self.loss_weight, minimum=0, where="a Task")
         self.label = self.label or self.name
         if self.loss is None:

@@ -6,7 +6,7 @@ models rather than attention ideas of their own.
 
 from __future__ import annotations
 
-from keras_attn._validation import check_bool
+from keras_attn._validation import check_bool, check_choice
 from keras_attn.backend import Layer, as_bool_mask, keras, register, tf
 
 __all__ = [
@@ -50,10 +50,7 @@ class SequencePooling(Layer):
 
     def __init__(self, mode: str = "mean", **kwargs):
         super().__init__(**kwargs)
-        if mode not in POOLINGS:
-            raise ValueError(
-                f"`mode` must be one of {list(POOLINGS)}. Received: mode={mode!r}"
-            )
+        check_choice("mode", mode, POOLINGS)
         self.mode = mode
         self.supports_masking = True
 

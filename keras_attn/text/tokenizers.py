@@ -30,7 +30,7 @@ from pathlib import Path
 
 import tensorflow_text as tf_text
 
-from keras_attn._validation import check_int, check_positive_int
+from keras_attn._validation import check_choice, check_int, check_positive_int
 from keras_attn.backend import Layer, keras, register, tf
 
 __all__ = [
@@ -213,10 +213,7 @@ class _TokenizerBase(Layer):
     ):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
-        if method not in METHODS:
-            raise ValueError(
-                f"`method` must be one of {list(METHODS)}. Received: method={method!r}"
-            )
+        check_choice("method", method, METHODS)
         # A shipped name stays a name in the config (not 30,000 tokens).
         self.vocabulary_spec = (
             vocabulary if isinstance(vocabulary, str) else load_vocabulary(vocabulary)
