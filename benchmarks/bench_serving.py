@@ -182,14 +182,17 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=300, help="timed calls at batch 1")
     parser.add_argument("--no-write", action="store_true", help="leave RESULTS.md")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         exports = build_exports(Path(folder))
         timings = {k: time_export(p, f, args.calls) for k, (p, f) in exports.items()}
         predict = time_predict(exports["ctr"][0])
+    load = f"{load_before:.1f} / {os.getloadavg()[0]:.1f}"
     lines = [
         "p50 / p99 ms per call of each signature, TensorFlow alone in a fresh process "
         "(the quickstart's exports; the machine was shared with other jobs while this "
-        "ran, so read the ratios first):",
+        f"ran, load average {load} at the start / end on {os.cpu_count()} CPUs, so "
+        "read the ratios first):",
         "",
         "| export | batch | serving_default p50 / p99 | explain p50 / p99 | explain / plain (p50) |",  # noqa: E501
         "|---|---|---|---|---|",
