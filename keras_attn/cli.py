@@ -11,6 +11,7 @@ import sys
 
 from keras_attn import __version__
 from keras_attn.cli_ctr import add_quickstart, add_train
+from keras_attn.cli_serving import add_inspect, add_predict
 from keras_attn.cli_text import add_train_text
 from keras_attn.startup import import_tensorflow
 
@@ -33,7 +34,14 @@ def _add_layers(subparsers) -> None:
 
 
 #: Functions that each add one subcommand to the subparsers.
-COMMANDS = [_add_layers, add_quickstart, add_train, add_train_text]
+COMMANDS = [
+    _add_layers,
+    add_quickstart,
+    add_train,
+    add_train_text,
+    add_predict,
+    add_inspect,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -405,14 +405,23 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
 
 
 def export_text_classifier(
-    classifier, tokenizer, base_dir, version=None, class_names=None, overwrite=False
+    classifier,
+    tokenizer,
+    base_dir,
+    version=None,
+    class_names=None,
+    overwrite=False,
+    warmup=None,
+    explain=False,
 ):
     """Exports a classifier for TF Serving with raw strings in.
 
     `serving_default` takes `text` (a batch of strings) and returns `probabilities`
     and `label`. Written with `keras_attn.serving.export` as `base_dir/<version>/`;
     it loads in TensorFlow + tensorflow-text alone (`import tensorflow_text` registers
-    the tokenizer ops), and in TF Serving 2.20 or newer.
+    the tokenizer ops), and in TF Serving 2.20 or newer. `warmup` (a list of
+    strings) writes TF Serving's warm-up records; `explain=True` adds an "explain"
+    signature with the attention weights (`keras_attn.serving.explain`).
 
     Returns:
         The path of the version folder.
@@ -420,7 +429,18 @@ def export_text_classifier(
     from keras_attn.serving import export
 
     model = build_text_serving_model(classifier, tokenizer, class_names)
-    return export(model, base_dir, version=version, overwrite=overwrite)
+    if explain:
+        from keras_attn.serving.explain import text_explain_fn
+
+        explain = text_explain_fn(classifier, tokenizer, class_names)
+    return export(
+        model,
+        base_dir,
+        version=version,
+        overwrite=overwrite,
+        warmup=warmup,
+        explain=explain,
+    )
 
 
 def build_bert(

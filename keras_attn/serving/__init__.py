@@ -1,4 +1,5 @@
-"""Export for TF Serving (versioned SavedModels with named signatures)."""
+"""Export for TF Serving (versioned SavedModels with named signatures), warm-up
+records, explain signatures, and the REST/gRPC requests of raw rows."""
 
 from keras_attn.serving.export import (
     export,
@@ -6,5 +7,25 @@ from keras_attn.serving.export import (
     load_serving_fn,
     read_features_json,
 )
+from keras_attn.serving.requests import (
+    grpc_request,
+    parse_rest_response,
+    rest_request,
+    signature_dtypes,
+    to_arrays,
+)
+from keras_attn.serving.warmup import read_warmup, write_warmup
 
-__all__ = ["export", "latest_version", "load_serving_fn", "read_features_json"]
+__all__ = [
+    "export",
+    "grpc_request",
+    "latest_version",
+    "load_serving_fn",
+    "parse_rest_response",
+    "read_features_json",
+    "read_warmup",
+    "rest_request",
+    "signature_dtypes",
+    "to_arrays",
+    "write_warmup",
+]

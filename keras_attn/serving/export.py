@@ -48,12 +48,37 @@ def _outputs_dict(model, outputs) -> dict:
     return dict(zip(names, outputs))
 
 
+def _same_batch(inputs: dict) -> dict:
+    """The inputs, behind a check that they all have one batch size.
+
+    A request whose inputs have different batch sizes fails with InvalidArgument
+    naming the input, before any layer sees it.
+    """
+    names = sorted(inputs)
+    if len(names) < 2:
+        return inputs
+    batch = tf.shape(inputs[names[0]])[0]
+    checks = [
+        tf.debugging.assert_equal(
+            tf.shape(inputs[name])[0],
+            batch,
+            # Backticks: the Assert op escapes quotes in its message.
+            message=f"Input `{name}` must have the batch size of input `{names[0]}`",
+        )
+        for name in names[1:]
+    ]
+    with tf.control_dependencies(checks):
+        return {name: tf.identity(value) for name, value in inputs.items()}
+
+
 def export(
     model,
     base_dir: str | Path,
     version: int | None = None,
     features=None,
     overwrite: bool = False,
+    warmup=None,
+    explain=False,
 ) -> Path:
     """Writes `model` for TF Serving as `base_dir/<version>/`.
 
@@ -65,6 +90,14 @@ def export(
         features: optional feature specs, written as JSON to
             `<version>/assets.extra/keras_attn_features.json`.
         overwrite: bool. Replace an existing version. Defaults to False.
+        warmup: optional raw rows (a DataFrame, a list of dicts, or for a text
+            export a list of strings): written as TF Serving's warm-up records to
+            `<version>/assets.extra/tf_serving_warmup_requests`, for every signature.
+        explain: False, True or a function `inputs dict -> outputs dict`. Adds an
+            "explain" signature on the same inputs. True builds it for a
+            `build_ctr_model` model (`keras_attn.serving.explain.ctr_explain_fn`:
+            the outputs plus each task's gate weights and AutoInt's attention).
+            Defaults to False.
 
     Returns:
         The path of the version folder.
@@ -104,8 +137,36 @@ def export(
     }
 
     def serve(inputs):
-        outputs = model(inputs, training=False)
+        outputs = model(_same_batch(inputs), training=False)
         return _outputs_dict(model, outputs)
+
+    endpoints = {"serving_default": serve}
+    if explain is True:
+        from keras_attn.serving.explain import ctr_explain_fn
+
+        explain = ctr_explain_fn(model)
+    if callable(explain):
+        explain_fn = explain
+
+        def serve_explain(inputs):
+            return dict(explain_fn(_same_batch(inputs)))
+
+        endpoints["explain"] = serve_explain
+    elif explain is not False and explain is not None:
+        raise ValueError(
+            "`explain` must be False, True or a function of the inputs dict. "
+            f"Received: explain={explain!r}"
+        )
+
+    if warmup is not None:
+        from keras_attn.serving.requests import to_arrays
+        from keras_attn.serving.warmup import write_warmup
+
+        # Checked (and converted) before the slow save.
+        dtypes = {n: spec.dtype.name for n, spec in signature.items()}
+        warmup = to_arrays(warmup, dtypes, features)
+        if not len(next(iter(warmup.values()), [])):
+            raise ValueError("`warmup` must hold at least one row. Received: 0 rows")
 
     # Write beside the target and move it in whole: TF Serving polls the folder and
     # must never see a half-written version.
@@ -115,21 +176,24 @@ def export(
         if KERAS_3:
             archive = keras.export.ExportArchive()
             archive.track(model)
-            archive.add_endpoint("serving_default", serve, input_signature=[signature])
+            for name, fn in endpoints.items():
+                archive.add_endpoint(name, fn, input_signature=[signature])
             archive.write_out(str(out), verbose=False)
         else:
-            fn = tf.function(serve, input_signature=[signature])
-            tf.saved_model.save(
-                model,
-                str(out),
-                signatures={"serving_default": fn.get_concrete_function()},
-            )
+            signatures = {
+                name: tf.function(fn, input_signature=[signature])
+                for name, fn in endpoints.items()
+            }
+            signatures = {n: f.get_concrete_function() for n, f in signatures.items()}
+            tf.saved_model.save(model, str(out), signatures=signatures)
         if features is not None:
             from keras_attn.features.specs import features_to_json
 
             extra = out / "assets.extra"
             extra.mkdir(exist_ok=True)
             (extra / _SPECS_FILE).write_text(features_to_json(features))
+        if warmup is not None:
+            write_warmup(out, warmup, dtypes, tuple(endpoints), base.name)
         if target.exists():
             shutil.rmtree(target)
         out.rename(target)
@@ -143,14 +207,14 @@ def export(
 _TEXT_OPS = (b"FastBertNormalize", b"FastWordpieceTokenizeWithOffsets")
 
 
-def load_serving_fn(path: str | Path):
-    """The `serving_default` function of an export (TensorFlow alone, plus
-    tensorflow-text for a text export, imported here when its graph needs it)."""
+def load_serving_fn(path: str | Path, signature: str = "serving_default"):
+    """A signature function of an export (TensorFlow alone, plus tensorflow-text
+    for a text export, imported here when its graph needs it)."""
     graph = (Path(path) / "saved_model.pb").read_bytes()
     if any(op in graph for op in _TEXT_OPS):
         import tensorflow_text  # noqa: F401  (registers the ops)
     loaded = tf.saved_model.load(str(path))
-    fn = loaded.signatures["serving_default"]
+    fn = loaded.signatures[signature]
     fn._keras_attn_owner = loaded  # keep the loaded object (and its tables) alive
     return fn
 

@@ -34,8 +34,12 @@ class TextClassifier:
 
         return build_text_serving_model(self.model, self.tokenizer, self.class_names)
 
-    def export(self, base_dir, version=None, overwrite=False):
-        """Exports for TF Serving as `base_dir/<version>/`; returns the path."""
+    def export(
+        self, base_dir, version=None, overwrite=False, warmup=None, explain=False
+    ):
+        """Exports for TF Serving as `base_dir/<version>/`; returns the path.
+
+        `warmup` (raw strings) and `explain` as for `export_text_classifier`."""
         from keras_attn.models.text import export_text_classifier
 
         return export_text_classifier(
@@ -45,6 +49,8 @@ class TextClassifier:
             version=version,
             class_names=self.class_names,
             overwrite=overwrite,
+            warmup=warmup,
+            explain=explain,
         )
 
     def predict(self, texts) -> list[str]:

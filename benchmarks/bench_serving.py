@@ -1,0 +1,226 @@
+"""Serving latency of the quickstart's exports, and `keras-attn predict` throughput.
+
+One process builds the two exports of `keras-attn quickstart` (the census MMoE with
+the attention gate, the HAN on the shipped reviews; one epoch each: latency does not
+depend on the weights), both with their `explain` signature. Then, for each export, a
+fresh process that imports TensorFlow (and tensorflow-text) alone loads it and times
+calls of each signature at batch 1, 64 and 512: p50 and p99 of the wall time per call
+(the graph run plus the Python call of the concrete function, after 20 warm-up calls),
+the `explain` and plain signatures alternating call by call. Last, `keras-attn
+predict` scores the census dev file (../shared/data/census_income/, skipped when
+absent) in a fresh process: rows/s over the file (the export's load not included) and
+the command's wall time.
+
+    python -m benchmarks.bench_serving [--calls 300] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CENSUS_DEV = (
+    ROOT.parent / "shared" / "data" / "census_income" / "census_income_dev.csv.gz"
+)
+BATCHES = (1, 64, 512)
+
+_TIMER = r"""
+import json, sys, time
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # the text export's tokenizer ops
+export_dir, feeds_path, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+loaded = tf.saved_model.load(export_dir)
+feeds = json.load(open(feeds_path, encoding="utf-8"))
+result = {}
+for batch in json.loads(sys.argv[4]):
+    args = {}
+    for name, spec in feeds.items():
+        values = (spec["values"] * batch)[:batch]
+        args[name] = tf.constant(values, dtype=spec["dtype"])
+    fns = {s: loaded.signatures[s] for s in ("serving_default", "explain")}
+    times = {s: [] for s in fns}
+    n = max(calls // max(batch // 64, 1), 20)
+    for i in range(20 + n):
+        for s, fn in fns.items():  # alternating, so both see the same machine
+            start = time.perf_counter()
+            fn(**args)
+            if i >= 20:
+                times[s].append(time.perf_counter() - start)
+    result[batch] = {
+        s: {"p50": float(np.percentile(t, 50) * 1e3),
+            "p99": float(np.percentile(t, 99) * 1e3), "calls": len(t)}
+        for s, t in times.items()
+    }
+print(json.dumps(result))
+"""
+
+
+def _clean_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return env
+
+
+def build_exports(folder: Path) -> dict:
+    """The quickstart's two exports, with explain signatures; returns their paths and
+    a few raw rows of each as `{name: {dtype, values}}`."""
+    from keras_attn.datasets import census_features, census_tasks, load_census_sample
+    from keras_attn.models import build_ctr_model
+    from keras_attn.models.ctr import fit_ctr_model
+    from keras_attn.quickstart_text import SETTINGS
+    from keras_attn.serving import export, signature_dtypes, to_arrays
+    from keras_attn.text.datasets import load_review_sample
+    from keras_attn.text.train import fit_text_classifier
+
+    df = load_census_sample()
+    specs, tasks = census_features(df), census_tasks()
+    model = build_ctr_model(
+        specs,
+        tasks,
+        embedding_dim=8,
+        num_experts=4,
+        expert_units=(32,),
+        tower_units=(16,),
+        gate="attention",
+        name="census_mmoe",
+    )
+    fit_ctr_model(model, specs, tasks, df, batch_size=256, jit_compile=False, verbose=0)
+    ctr = export(model, folder / "census_mmoe", features=specs, explain=True)
+    arrays = to_arrays(df.iloc[:64], signature_dtypes(ctr), specs)
+    ctr_feeds = {
+        k: {
+            "dtype": "string" if v.dtype == object else v.dtype.name,
+            "values": [x.decode() for x in v] if v.dtype == object else v.tolist(),
+        }
+        for k, v in arrays.items()
+    }
+    texts, labels = load_review_sample()
+    clf = fit_text_classifier(
+        texts, labels, model="han", epochs=1, patience=None, verbose=0, **SETTINGS
+    )
+    han = clf.export(folder / "review_han", explain=True)
+    han_feeds = {"text": {"dtype": "string", "values": list(texts[:64])}}
+    return {"ctr": (ctr, ctr_feeds), "han": (han, han_feeds)}
+
+
+def time_export(path: Path, feeds: dict, calls: int) -> dict:
+    feeds_path = path.parent / "feeds.json"
+    feeds_path.write_text(json.dumps(feeds), encoding="utf-8")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _TIMER,
+            str(path),
+            str(feeds_path),
+            str(calls),
+            json.dumps(list(BATCHES)),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        cwd=path.parent,
+        timeout=1800,
+    )
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    return {int(k): v for k, v in json.loads(proc.stdout.splitlines()[-1]).items()}
+
+
+def time_predict(path: Path) -> dict | None:
+    if not CENSUS_DEV.exists():
+        print(f"{CENSUS_DEV} is absent: the `keras-attn predict` figure is skipped")
+        return None
+    out = path.parent / "predicted.csv"
+    env = _clean_env()
+    env["PYTHONPATH"] = str(ROOT)
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_attn.cli",
+            "predict",
+            "--model",
+            str(path),
+            "--data",
+            str(CENSUS_DEV),
+            "--output",
+            str(out),
+            "--batch-size",
+            "1024",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    match = re.search(r"([\d,]+) rows through .* in ([\d.]+) s", proc.stderr)
+    rows, seconds = int(match.group(1).replace(",", "")), float(match.group(2))
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "wall": wall,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300, help="timed calls at batch 1")
+    parser.add_argument("--no-write", action="store_true", help="leave RESULTS.md")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as folder:
+        exports = build_exports(Path(folder))
+        timings = {k: time_export(p, f, args.calls) for k, (p, f) in exports.items()}
+        predict = time_predict(exports["ctr"][0])
+    load = f"{load_before:.1f} / {os.getloadavg()[0]:.1f}"
+    lines = [
+        "p50 / p99 ms per call of each signature, TensorFlow alone in a fresh process "
+        "(the quickstart's exports; the machine was shared with other jobs while this "
+        f"ran, load average {load} at the start / end on {os.cpu_count()} CPUs, so "
+        "read the ratios first):",
+        "",
+        "| export | batch | serving_default p50 / p99 | explain p50 / p99 | explain / plain (p50) |",  # noqa: E501
+        "|---|---|---|---|---|",
+    ]
+    for kind, name in (("ctr", "census MMoE"), ("han", "review HAN (raw strings)")):
+        for batch, t in timings[kind].items():
+            plain, explain = t["serving_default"], t["explain"]
+            lines.append(
+                f"| {name} | {batch} | {plain['p50']:.2f} / {plain['p99']:.2f} | "
+                f"{explain['p50']:.2f} / {explain['p99']:.2f} | "
+                f"{explain['p50'] / plain['p50']:.2f} |"
+            )
+    if predict:
+        lines += [
+            "",
+            f"`keras-attn predict` on the census dev file ({predict['rows']:,} rows, "
+            f"batch 1024, CSV out): {predict['rows_per_s']:,.0f} rows/s over the file "
+            f"({predict['seconds']:.1f} s), {predict['wall']:.1f} s for the whole "
+            "command (Python and TensorFlow start-up, the export's load).",
+        ]
+    body = "\n".join(lines)
+    print(body)
+    if not args.no_write:
+        from benchmarks._results import write_section
+
+        write_section("bench_serving", body, "python -m benchmarks.bench_serving")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
