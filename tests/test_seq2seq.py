@@ -508,15 +508,16 @@ def test_luong_attention_harness():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "kwargs,num_weights",
+    "kwargs,num_weights,saved_model",
     [
         # embedding, cell (3), W_a, W_c, bridge (2), output (2)
-        ({"attention": "luong", "cell": "gru"}, 10),
-        # embedding, cell (3), additive score (4), bridge (2), output (2)
-        ({"attention": "bahdanau", "cell": "lstm", "dropout": 0.1}, 12),
+        ({"attention": "luong", "cell": "gru"}, 10, True),
+        # embedding, cell (3), additive score (4), bridge (2), output (2); its
+        # SavedModel is the exported-decoder test's.
+        ({"attention": "bahdanau", "cell": "lstm", "dropout": 0.1}, 12, False),
     ],
 )
-def test_attention_decoder_harness(kwargs, num_weights):
+def test_attention_decoder_harness(kwargs, num_weights, saved_model):
     run_layer_test(
         AttentionDecoder,
         {"vocabulary_size": VOCAB, "units": 6, **kwargs},
@@ -528,6 +529,7 @@ def test_attention_decoder_harness(kwargs, num_weights):
         expected_output_shape=[(3, 4, VOCAB), (3, 4, 5)],
         expected_num_trainable_weights=num_weights,
         call_kwargs={"return_attention_scores": True},
+        run_saved_model=saved_model,
         atol=1e-4,
     )
 
