@@ -34,13 +34,11 @@ from tests.cluster import LocalCluster
 #: Bound on one cluster phase (start-up included) on this busy 2-core machine.
 PHASE_TIMEOUT = 240
 
-KERAS_3_MWMS_FIT = (
-    "Keras 3.15 `fit` cannot train under MultiWorkerMirroredStrategy with two "
-    "workers: `_maybe_symbolic_build` calls `strategy.reduce` on the whole nested "
-    'first batch, which MWMS rejects ("Attempt to convert a value ({...: '
-    "PerReplica...}) with an unsupported type (<class 'dict'>) to a Tensor\"); "
-    "tf_keras' `fit` trains"
-)
+# Keras 3.15's `fit` cannot train under MultiWorkerMirroredStrategy with two
+# workers: `_maybe_symbolic_build` calls `strategy.reduce` on the whole nested first
+# batch, which MWMS rejects ("Attempt to convert a value ({...: PerReplica...}) with
+# an unsupported type (<class 'dict'>) to a Tensor"; fit_ctr_model and
+# fit_bert_pretrainer alike). tf_keras' `fit` trains.
 
 
 def _result(out, name):
@@ -64,7 +62,7 @@ def _assert_same(a, b, atol):
 def test_multi_worker_trains_and_resumes_after_sigkill(tmp_path):
     epochs = ["--epochs", "2"]
     # Under Keras 3 the CTR core trains with keras_attn.cluster.fit_multi_worker
-    # (see KERAS_3_MWMS_FIT); fit_bert_pretrainer is Keras `fit`: tf_keras only.
+    # (the note on Keras 3.15 above); fit_bert_pretrainer is `fit`: tf_keras only.
     models = ("ctr",) if KERAS_3 else ("ctr", "bert")
     # 1. Uninterrupted: the CTR model, then the BERT pretrainer, in one job, with
     # the arguments of the interrupted job below.
@@ -275,6 +273,7 @@ def _loop_job(backup_dir, epochs, fail_at_epoch=None):
     return model, history
 
 
+@pytest.mark.slow
 def test_fit_multi_worker_resumes_from_its_backup(tmp_path):
     plain, history = _loop_job(tmp_path / "plain", epochs=3)
     assert len(history) == 3 and history[-1] < history[0]
