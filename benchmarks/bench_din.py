@@ -342,7 +342,8 @@ def main(argv=None) -> int:
                 for name, rs in results.items()
             ]
             body = (
-                "Choice of bench_din's number of epochs: both models trained on the "
+                "A check of bench_din's number of epochs (2, fixed beforehand): both "
+                "models trained on the "
                 "training part minus each user's last 10 training ratings, scored on "
                 f"those held-out ratings after each epoch (mean over {args.seeds} "
                 "seed(s)); the test part is not read.\n\n"
@@ -356,7 +357,8 @@ def main(argv=None) -> int:
             section = "bench_din_epochs"
             command = (
                 f"python -m benchmarks.bench_din --select-epochs {epochs} "
-                f"--seeds {args.seeds}"
+                f"--seeds {args.seeds} --xla {args.xla}"
+                + (" --shared-table" if args.shared_table else "")
             )
         else:
             train, test, _ = load()
