@@ -386,7 +386,7 @@ class HashedNgrams(Layer):
         grams = tf.strings.ngrams(words, self.ngram_widths, separator=" ")
         return grams.merge_dims(1, 2)  # (batch, ngrams)
 
-    def hash(self, texts):
+    def tokenize(self, texts):
         """int32 `(batch, max_ngrams)` ids of `(batch,)` strings."""
         grams = self.ngrams(texts)[:, : self.max_ngrams]
         ids = tf.ragged.map_flat_values(
@@ -396,7 +396,7 @@ class HashedNgrams(Layer):
         return tf.cast(dense, tf.int32)
 
     def call(self, inputs):
-        return self.hash(inputs)
+        return self.tokenize(inputs)
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor((inputs.shape[0], self.max_ngrams), "int32")
