@@ -20,6 +20,7 @@ from keras_attn.text.tokenizers import (
 __all__ = [
     "LIMIT_CAPS",
     "MODELS",
+    "MODEL_DEFAULTS",
     "TextClassifier",
     "corpus_limits",
     "fit_text_classifier",
@@ -74,6 +75,21 @@ class TextClassifier:
             overwrite=overwrite,
         )
 
+    def model_inputs(self, texts):
+        """The model's inputs for raw strings: token ids, and n-gram ids when wide.
+
+        These are what training fed the model (and what `han_attention_model` of
+        it takes).
+        """
+        from keras_attn.models.text import wide_layer
+
+        texts = tf.constant(list(texts))
+        ids = self.tokenizer(texts)
+        wide = wide_layer(self.model)
+        if wide is None:
+            return ids
+        return {"token_ids": ids, "ngram_ids": wide.hasher()(texts)}
+
     def predict(self, texts) -> list[str]:
         """Predicted class names of raw strings."""
         out = self.serving_model()({"text": tf.constant(list(texts))})
@@ -92,6 +108,23 @@ def stratified_split(labels, validation_fraction=0.2, seed=0):
         val.extend(idx[:n_val].tolist())
         train.extend(idx[n_val:].tolist())
     return np.array(sorted(train)), np.array(sorted(val))
+
+
+#: Model widths `fit_text_classifier` uses unless given (`**model_kwargs`): sized so
+#: a default fit on a few thousand documents takes minutes on 2 CPU cores (the
+#: settings benchmarks/bench_text.py used before the wide part; the wide part
+#: carries the bag-of-n-grams signal). The builders' own defaults are the papers'.
+MODEL_DEFAULTS = {
+    "han": {"embedding_dim": 64, "units": 25, "attention_units": 50},
+    "transformer": {
+        "hidden_dim": 64,
+        "num_layers": 1,
+        "num_heads": 2,
+        "dropout": 0.3,
+        "pooling": "attention",
+    },
+    "bert": {},
+}
 
 
 def corpus_limits(
@@ -234,7 +267,8 @@ def fit_text_classifier(
     learned positions, `[CLS]` pooling, GELU) trained from scratch.
 
     Defaults fit the data: limits left as None come from `corpus_limits` (the 95th
-    percentile of the training documents, capped by `LIMIT_CAPS`); the vocabulary
+    percentile of the training documents, capped by `LIMIT_CAPS`); model widths not
+    given in `**model_kwargs` come from `MODEL_DEFAULTS` (CPU-sized); the vocabulary
     keeps at most 50,000 words, seen at least 3 times in a corpus of 500k words or
     more, else twice; HAN and the Transformer get a wide part (`wide=None`: hashed
     word uni- and bigrams, `NgramLinear`, logits added to the deep model's). Early
@@ -269,7 +303,7 @@ def fit_text_classifier(
         validation_fraction: float in (0, 1). Share of `texts` carved off for early
             stopping when no validation data is given. Defaults to 0.1.
         percentile: float. Percentile of `corpus_limits`. Defaults to 95.
-        **model_kwargs: passed to the model builder.
+        **model_kwargs: passed to the model builder (over `MODEL_DEFAULTS`).
 
     Returns:
         A `TextClassifier`.
@@ -308,6 +342,7 @@ def fit_text_classifier(
             f"None, validation_labels is {'not ' * (validation_labels is not None)}None"
         )
     keras.utils.set_random_seed(seed)
+    model_kwargs = {**MODEL_DEFAULTS[model], **model_kwargs}
     texts, labels = list(texts), list(labels)
     class_names = sorted({str(v) for v in labels})
     if len(class_names) < 2:
