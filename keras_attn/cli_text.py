@@ -140,12 +140,8 @@ def add_train_text(subparsers) -> None:
     from_data = " (default: from the training documents)"
     p.add_argument("--min-count", type=int, help="min word count" + from_data)
     p.add_argument("--max-sentences", type=int, help="HAN sentences" + from_data)
-    p.add_argument(
-        "--max-words", type=int, help="HAN words a sentence" + from_data
-    )
-    p.add_argument(
-        "--sequence-length", type=int, help="Transformer tokens" + from_data
-    )
+    p.add_argument("--max-words", type=int, help="HAN words a sentence" + from_data)
+    p.add_argument("--sequence-length", type=int, help="Transformer tokens" + from_data)
     p.add_argument(
         "--wide",
         action=argparse.BooleanOptionalAction,

@@ -1,4 +1,4 @@
-"""The wide part (hashed n-grams + a linear model) and fit_text_classifier's defaults."""
+"""The wide part (hashed n-grams, a linear model) and fit_text_classifier's defaults."""
 
 import json
 import os
@@ -18,7 +18,7 @@ from keras_attn.models.text import (
     han_attention_model,
     wide_layer,
 )
-from keras_attn.text import SentenceTokenizer, Tokenizer, build_vocabulary
+from keras_attn.text import SentenceTokenizer, build_vocabulary
 from keras_attn.text.layers import HashedNgrams, NgramLinear
 from keras_attn.text.train import (
     _tokenize_all,
@@ -104,8 +104,8 @@ def test_ngram_linear_matches_numpy_for_every_combiner():
     rng = np.random.default_rng(0)
     ids = np.array([[3, 5, 5, 0, 0], [0, 0, 0, 0, 0], [1, 9, 2, 7, 4]], "int32")
     kernel = rng.normal(size=(11, 3)).astype("float32")
-    for combiner in ("sum", "mean", "sqrtn"):
-        layer = NgramLinear(3, num_buckets=10, combiner=combiner)
+    for combiner, scale in (("sum", 1.0), ("mean", 1.0), ("sqrtn", 2.5)):
+        layer = NgramLinear(3, num_buckets=10, combiner=combiner, scale=scale)
         layer.build(ids.shape)
         layer.kernel.assign(kernel)
         expected = np.zeros((3, 3), "float32")
@@ -113,8 +113,8 @@ def test_ngram_linear_matches_numpy_for_every_combiner():
             real = row[row != 0]
             if real.size:
                 total = kernel[real].sum(0)
-                scale = {"sum": 1, "mean": real.size, "sqrtn": np.sqrt(real.size)}
-                expected[b] = total / scale[combiner]
+                divisor = {"sum": 1, "mean": real.size, "sqrtn": np.sqrt(real.size)}
+                expected[b] = scale * total / divisor[combiner]
         np.testing.assert_allclose(layer(ids).numpy(), expected, rtol=1e-5)
         assert (layer(ids).numpy()[1] == 0).all()  # fully padded row: zeros
 
@@ -135,7 +135,7 @@ def test_configs_round_trip():
     assert again.get_config() == hashing.get_config()
     np.testing.assert_array_equal(again(tf.constant(DOCS)), hashing(tf.constant(DOCS)))
     linear = NgramLinear(
-        4, num_buckets=50, combiner="mean", dropout=0.1, ngram_widths=[1, 3]
+        4, num_buckets=50, combiner="mean", dropout=0.1, ngram_widths=[1, 3], scale=3
     )
     assert NgramLinear.from_config(linear.get_config()).get_config() == (
         linear.get_config()
@@ -153,6 +153,7 @@ def test_configs_round_trip():
         (lambda: NgramLinear(2, combiner="max"), "combiner"),
         (lambda: NgramLinear(2, dropout=1.0), "dropout"),
         (lambda: NgramLinear(0), "units"),
+        (lambda: NgramLinear(2, scale=0), "scale"),
         (lambda: build_han_classifier(20, 2, wide="yes"), "wide"),
     ],
 )
@@ -295,18 +296,22 @@ def _split_corpus():
     return texts, labels
 
 
+@pytest.mark.slow
 def test_early_stopping_part_is_carved_from_training_documents_only():
     texts, labels = _split_corpus()
     scored = texts[:10]  # documents a benchmark would score: never given to fit
     train_texts, train_labels = texts[10:], labels[10:]
+    with pytest.raises(ValueError, match="`validation_fraction`"):
+        fit_text_classifier(train_texts, train_labels, validation_fraction=1.0)
     clf = fit_text_classifier(
         train_texts,
         train_labels,
-        epochs=2,
+        model="transformer",
+        epochs=1,
         patience=1,
-        embedding_dim=4,
-        units=2,
-        attention_units=4,
+        hidden_dim=4,
+        num_heads=1,
+        wide={"num_buckets": 64},
     )
     val = clf.validation_indices
     # 10 % of each class's 25 documents, rounded: 2 + 2.
@@ -315,22 +320,8 @@ def test_early_stopping_part_is_carved_from_training_documents_only():
     assert set(val) <= set(range(len(train_texts)))
     assert not {train_texts[i] for i in val} & set(scored)
     # Early stopping and the learning-rate schedule ran on that part.
-    assert len(clf.history["val_loss"]) == clf.settings["epochs_run"]
+    assert len(clf.history["val_loss"]) == clf.settings["epochs_run"] == 1
     assert clf.val_accuracy is not None
-    assert clf.settings["wide"]["max_ngrams"] >= 1
-    # With explicit validation data nothing is carved.
-    given = fit_text_classifier(
-        train_texts,
-        train_labels,
-        validation_texts=texts[:4],
-        validation_labels=labels[:4],
-        epochs=1,
-        wide=False,
-        embedding_dim=4,
-        units=2,
-        attention_units=4,
-    )
-    assert given.validation_indices is None
-    assert given.settings["wide"] is False
-    with pytest.raises(ValueError, match="`validation_fraction`"):
-        fit_text_classifier(train_texts, train_labels, validation_fraction=1.0)
+    # The limits were read off the 46 remaining documents only.
+    rest = [t for i, t in enumerate(train_texts) if i not in set(val)]
+    assert clf.settings["sequence_length"] == corpus_limits(rest)["sequence_length"]

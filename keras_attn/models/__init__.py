@@ -27,6 +27,7 @@ from keras_attn.models.text import (
     export_text_classifier,
     han_attention_model,
     load_bert_checkpoint,
+    wide_layer,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "han_attention_model",
     "load_bert_checkpoint",
     "split_ctr_model",
+    "wide_layer",
 ]

@@ -2,7 +2,8 @@
 
 Every classifier takes token ids (what `keras_attn.text` tokenizers produce in
 `tf.data`; with `wide=...` also the hashed n-gram ids of `HashedNgrams`, as the
-inputs `{"token_ids", "ngram_ids"}`) and returns `{"probabilities": (batch, num_classes), "label": (batch,)}`.
+inputs `{"token_ids", "ngram_ids"}`) and returns
+`{"probabilities": (batch, num_classes), "label": (batch,)}`.
 `build_text_serving_model` puts the tokenizer in front, so the exported model takes
 a batch of raw strings; `export_text_classifier` writes it for TF Serving.
 """
@@ -398,7 +399,8 @@ def build_transformer_classifier(
 
     Returns:
         A functional `keras.Model`, input `token_ids` `(batch, sequence_length)`
-        (with `wide`: `{"token_ids", "ngram_ids"}`), outputs `{"probabilities": (batch, num_classes), "label": (batch,)}`.
+        (with `wide`: `{"token_ids", "ngram_ids"}`), outputs
+        `{"probabilities": (batch, num_classes), "label": (batch,)}`.
 
     Example:
 

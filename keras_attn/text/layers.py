@@ -421,7 +421,10 @@ class NgramLinear(Layer):
     bag-of-n-grams vector L2-normalized as TF-IDF + logistic regression normalizes
     it). No bias: the deep part's head has one, and a fully padded row gives zeros.
     With `dropout`, each n-gram is dropped with that probability while training (a
-    regularizer for the many rare n-grams). It also records the hashing of its ids
+    regularizer for the many rare n-grams). The table is used as `scale · W`: Adam's
+    steps are about the learning rate in `W`, so the wide part learns `scale` times
+    faster than the deep part it is trained with (a linear model over thousands of
+    normalized n-grams needs a larger step than a GRU: benchmarks/RESULTS.md). It also records the hashing of its ids
     (`ngram_widths`, `max_ngrams`, `lowercase`), so `hasher()` rebuilds the
     `HashedNgrams` layer that feeds it: the serving model uses that.
 
@@ -430,6 +433,8 @@ class NgramLinear(Layer):
         num_buckets: int. As in `HashedNgrams`. Defaults to 2**18.
         combiner: str. "sum", "mean" or "sqrtn". Defaults to "sqrtn".
         dropout: float in [0, 1). N-gram dropout while training. Defaults to 0.
+        scale: float > 0. Multiplier of the table (the wide part's step size).
+            Defaults to 1.
         ngram_widths, max_ngrams, lowercase: the hashing, as in `HashedNgrams`.
 
     Call arguments:
@@ -456,10 +461,19 @@ class NgramLinear(Layer):
         ngram_widths=(1, 2),
         max_ngrams: int = 1024,
         lowercase: bool = True,
+        scale: float = 1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
         _check_positive_int("units", units)
+        if (
+            isinstance(scale, bool)
+            or not isinstance(scale, (int, float))
+            or not 0 < scale < float("inf")
+        ):
+            raise ValueError(
+                f"`scale` must be a positive float. Received: scale={scale!r}"
+            )
         if combiner not in COMBINERS:
             raise ValueError(
                 f"`combiner` must be one of {list(COMBINERS)}. "
@@ -479,6 +493,7 @@ class NgramLinear(Layer):
         self.num_buckets = num_buckets
         self.combiner = combiner
         self.dropout = float(dropout)
+        self.scale = float(scale)
         self.ngram_widths = _check_widths(ngram_widths)
         self.max_ngrams = max_ngrams
         self.lowercase = bool(lowercase)
@@ -509,7 +524,7 @@ class NgramLinear(Layer):
             keep = tf.random.uniform(tf.shape(ids)) >= self.dropout
             real = tf.logical_and(real, keep)
         weights = tf.cast(real, self.compute_dtype)[..., tf.newaxis]
-        kernel = tf.cast(self.kernel, self.compute_dtype)
+        kernel = tf.cast(self.kernel, self.compute_dtype) * self.scale
         total = tf.reduce_sum(tf.gather(kernel, ids) * weights, axis=1)
         count = tf.reduce_sum(weights, axis=1)  # (batch, 1)
         if self.combiner == "mean":
@@ -530,5 +545,6 @@ class NgramLinear(Layer):
             "ngram_widths": list(self.ngram_widths),
             "max_ngrams": self.max_ngrams,
             "lowercase": self.lowercase,
+            "scale": self.scale,
         }
         return {**super().get_config(), **config}
