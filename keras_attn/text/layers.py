@@ -424,9 +424,10 @@ class NgramLinear(Layer):
     regularizer for the many rare n-grams). The table is used as `scale · W`: Adam's
     steps are about the learning rate in `W`, so the wide part learns `scale` times
     faster than the deep part it is trained with (a linear model over thousands of
-    normalized n-grams needs a larger step than a GRU: benchmarks/RESULTS.md). It also records the hashing of its ids
-    (`ngram_widths`, `max_ngrams`, `lowercase`), so `hasher()` rebuilds the
-    `HashedNgrams` layer that feeds it: the serving model uses that.
+    normalized n-grams needs a larger step than a GRU: benchmarks/RESULTS.md). It
+    also records the hashing of its ids (`ngram_widths`, `max_ngrams`,
+    `lowercase`), so `hasher()` rebuilds the `HashedNgrams` layer that feeds it: the
+    serving model uses that.
 
     Args:
         units: int. Number of outputs (classes).
