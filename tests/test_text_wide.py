@@ -247,6 +247,7 @@ def test_wide_export_takes_raw_strings_and_reloads_in_tensorflow_text_only(tmp_p
     np.testing.assert_allclose(report["probabilities"], expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_wide_model_saves_and_loads_as_keras_file(tmp_path):
     model, _ = _tiny_han({"num_buckets": 32, "max_ngrams": 8})
     _perturb_wide(model)
