@@ -1,33 +1,39 @@
-"""Text classifiers from scratch: keras_attn's HAN and Transformer vs TF-IDF + LR.
+"""Text classifiers with the defaults a user gets vs TF-IDF + LR, on a held-out part.
 
 Three real data sets from ../shared/data (see DATA.md): review_polarity (English movie
 reviews, 2 classes), ag_news (English news, 4 topics) and chnsenticorp_htl (Chinese
-hotel reviews, 2 classes). Each dev file gets the same fixed 80/20 split stratified by
-label (seed 0, `keras_attn.text.train.stratified_split`); every model is trained on
-the 80 % and scored by accuracy on the 20 %.
+hotel reviews, 2 classes); a data set whose file is absent is skipped with a message.
 
-- TF-IDF + logistic regression (scikit-learn): word 1-2-grams for English, character
-  1-3-grams for Chinese, sublinear tf, C = 10.
-- HAN and the Transformer classifier through `fit_text_classifier`, with early
-  stopping on validation accuracy (patience 5, best weights restored). Chinese is
-  tokenized by the word tokenizer, which makes every CJK character a token.
-
-Early stopping looks at the same 20 % that is scored, as the reference figures in
-../shared/FINDINGS.md were measured: read the neural figures as "best epoch", which
-is slightly optimistic. Seconds per epoch are wall time on the machine that ran it.
-The default of 6 epochs fits the 2-core machine's budget (AG News overfits within 1-3
-epochs, ../shared/FINDINGS.md); HAN on review_polarity may want more (`--epochs`).
+- Each dev file gets one fixed test part, a stratified 20 % (seed 0,
+  `keras_attn.text.train.stratified_split`), used for nothing but the final score:
+  not for early stopping, not for choosing a model or a setting.
+- Every model is fitted on the other 80 %. `fit_text_classifier` is called with its
+  defaults and the data only (`model=` and, for the rows without a wide part,
+  `wide=False`): it carves its own early-stopping part (10 %, stratified) from those
+  80 % and reads every limit off them.
+- TF-IDF + logistic regression (scikit-learn) on the same 80 %: word 1-2-grams for
+  English, character 1-3-grams for Chinese, sublinear tf, C = 10.
+- Accuracy on the test part with its 95 % Wilson interval; wall seconds of each
+  fit (the machine's 2 CPU cores are shared with other jobs, so times are
+  inflated and noisy). The neural models are scored through the raw-string serving
+  model (`TextClassifier.predict`), the path an export takes.
 
     python -m benchmarks.bench_text [--datasets review_polarity,ag_news,...]
-        [--models han,transformer,tfidf] [--epochs 6] [--quick] [--no-write]
+        [--models tfidf,han,han_deep,transformer,transformer_deep] [--quick]
+        [--no-write]
+    python -m benchmarks.bench_text --select-wide
 
-`--quick` trains on at most 400 documents for at most 2 epochs (a smoke run; it does
-not write RESULTS.md).
+Each measurement is kept in benchmarks/bench_text_runs.json (so data sets can run in
+separate processes); the RESULTS.md table shows every measurement there. `--quick`
+fits on at most 400 documents for at most 2 epochs (a smoke run; writes nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
+import math
 import time
 from pathlib import Path
 
@@ -35,88 +41,39 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+RUNS = Path(__file__).resolve().parent / "bench_text_runs.json"
 FILES = {
     "review_polarity": "review_polarity/review_polarity_dev.jsonl.gz",
     "ag_news": "ag_news/ag_news_dev.csv.gz",
     "chnsenticorp_htl": "chnsenticorp_htl/chnsenticorp_htl_dev.csv.gz",
 }
 CHINESE = {"chnsenticorp_htl"}
-MODELS = ("tfidf", "han", "transformer")
-
-# Settings per data set: the regularization ../shared/FINDINGS.md found best for HAN
-# (dropout 0.5, embedding dropout 0.25, min count 3 on the small review set, lr 1e-3),
-# with models small enough for a 2-core CPU.
-COMMON = dict(batch_size=32, learning_rate=1e-3, patience=5)
-HAN = {
-    "review_polarity": dict(
-        min_count=3,
-        max_sentences=24,
-        max_words=30,
-        embedding_dim=64,
-        units=25,
-        attention_units=50,
-        dropout=0.5,
-        embedding_dropout=0.25,
-    ),
-    "ag_news": dict(
-        min_count=2,
-        max_sentences=4,
-        max_words=40,
-        embedding_dim=64,
-        units=25,
-        attention_units=50,
-        dropout=0.5,
-        embedding_dropout=0.25,
-    ),
-    "chnsenticorp_htl": dict(
-        min_count=2,
-        max_sentences=8,
-        max_words=32,
-        embedding_dim=64,
-        units=25,
-        attention_units=50,
-        dropout=0.5,
-        embedding_dropout=0.25,
-    ),
+#: name -> (fit_text_classifier's model, extra arguments); "tfidf" is sklearn's.
+MODELS = {
+    "tfidf": None,
+    "han": ("han", {}),
+    "han_deep": ("han", {"wide": False}),
+    "transformer": ("transformer", {}),
+    "transformer_deep": ("transformer", {"wide": False}),
 }
-TRANSFORMER = {
-    "review_polarity": dict(
-        min_count=3,
-        sequence_length=256,
-        hidden_dim=64,
-        num_layers=1,
-        num_heads=2,
-        dropout=0.3,
-        pooling="attention",
-    ),
-    "ag_news": dict(
-        min_count=2,
-        sequence_length=96,
-        hidden_dim=64,
-        num_layers=1,
-        num_heads=2,
-        dropout=0.3,
-        pooling="attention",
-    ),
-    "chnsenticorp_htl": dict(
-        min_count=2,
-        sequence_length=256,
-        hidden_dim=64,
-        num_layers=1,
-        num_heads=2,
-        dropout=0.3,
-        pooling="attention",
-    ),
+LABELS = {
+    "tfidf": "TF-IDF + LR",
+    "han": "HAN + wide (default)",
+    "han_deep": "HAN, wide=False",
+    "transformer": "Transformer + wide (default)",
+    "transformer_deep": "Transformer, wide=False",
+    # Measured before WIDE_DEFAULTS (scale 1, no n-gram dropout); not rerun.
+    "han_wide_v0": "HAN + wide v0 (scale 1, dropout 0)",
 }
 
 
 def load(name: str):
-    """`(texts, labels)` of one dev file."""
+    """`(texts, labels)` of one dev file, or None when the file is absent."""
     from keras_attn.text import datasets
 
     path = DATA / FILES[name]
     if not path.exists():
-        raise SystemExit(f"{path} is absent: this benchmark reads ../shared/data")
+        return None
     loader = {
         "review_polarity": datasets.load_review_polarity,
         "ag_news": datasets.load_ag_news,
@@ -125,20 +82,32 @@ def load(name: str):
     return loader(path)
 
 
-def split(name: str, limit: int | None = None):
-    """The fixed 80/20 stratified split (seed 0): `(xtr, ytr, xva, yva)`."""
+def split(texts, labels, limit: int | None = None):
+    """The fixed test part: `(xtr, ytr, xte, yte)`, 80/20 stratified, seed 0."""
     from keras_attn.text.train import stratified_split
 
-    texts, labels = load(name)
-    train, val = stratified_split(labels, 0.2, seed=0)
+    train, test = stratified_split(labels, 0.2, seed=0)
     if limit:
-        train, val = train[:limit], val[: max(limit // 4, 50)]
+        train, test = train[:limit], test[: max(limit // 4, 50)]
     pick = lambda idx, xs: [xs[i] for i in idx]  # noqa: E731
-    return pick(train, texts), pick(train, labels), pick(val, texts), pick(val, labels)
+    return (
+        pick(train, texts),
+        pick(train, labels),
+        pick(test, texts),
+        pick(test, labels),
+    )
 
 
-def tfidf_lr(name, xtr, ytr, xva, yva) -> dict:
-    """TF-IDF + logistic regression: `{"accuracy", "seconds"}`."""
+def wilson(correct: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion `correct / n`."""
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def tfidf_lr(name, xtr, ytr, xte, yte) -> dict:
+    """TF-IDF + logistic regression: `{"correct", "n", "seconds"}`."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -149,111 +118,226 @@ def tfidf_lr(name, xtr, ytr, xva, yva) -> dict:
     start = time.perf_counter()
     clf = LogisticRegression(C=10.0, max_iter=2000)
     clf.fit(vec.fit_transform(xtr), ytr)
-    accuracy = float(np.mean(clf.predict(vec.transform(xva)) == np.asarray(yva)))
-    return {"accuracy": accuracy, "seconds": time.perf_counter() - start}
+    seconds = time.perf_counter() - start
+    correct = int(np.sum(clf.predict(vec.transform(xte)) == np.asarray(yte)))
+    return {"correct": correct, "n": len(yte), "seconds": seconds}
 
 
-def neural(model, name, xtr, ytr, xva, yva, epochs, **overrides) -> dict:
-    """HAN or Transformer through `fit_text_classifier`."""
+def neural(key, xtr, ytr, xte, yte, quick=False, verbose=0) -> dict:
+    """One `fit_text_classifier` default fit, scored on the test part."""
     from keras_attn.text.train import fit_text_classifier
 
-    settings = {**COMMON, **(HAN if model == "han" else TRANSFORMER)[name]}
-    settings.update(overrides)
+    model, extra = MODELS[key]
+    if quick:
+        extra = {**extra, "epochs": 2}
     start = time.perf_counter()
-    clf = fit_text_classifier(
-        xtr,
-        ytr,
-        model=model,
-        validation_texts=xva,
-        validation_labels=yva,
-        epochs=epochs,
-        **settings,
-    )
+    clf = fit_text_classifier(xtr, ytr, model=model, verbose=verbose, **extra)
+    seconds = time.perf_counter() - start
+    predicted = []
+    for i in range(0, len(xte), 128):
+        predicted.extend(clf.predict(xte[i : i + 128]))
+    correct = int(np.sum(np.asarray(predicted) == np.asarray([str(v) for v in yte])))
     history = clf.history.get(
         "val_probabilities_accuracy", clf.history.get("val_accuracy", [])
     )
+    settings = {k: v for k, v in clf.settings.items() if k != "wide"}
+    if clf.settings.get("wide"):
+        wide = clf.settings["wide"]
+        settings["wide"] = {k: wide[k] for k in ("max_ngrams", "scale", "dropout")}
     return {
-        "accuracy": clf.val_accuracy,
+        "correct": correct,
+        "n": len(yte),
+        "seconds": seconds,
         "seconds_per_epoch": clf.seconds_per_epoch,
         "epochs": len(history),
         "best_epoch": int(np.argmax(history)) + 1 if history else None,
-        "seconds": time.perf_counter() - start,
         "settings": settings,
     }
 
 
-def _row(name, results) -> str:
-    cells = [name]
-    for model in MODELS:
-        r = results.get(model)
-        if r is None:
-            cells.append("-")
-        elif model == "tfidf":
-            cells.append(f"{r['accuracy']:.3f}")
-        else:
-            cells.append(
-                f"{r['accuracy']:.3f} ({r['seconds_per_epoch']:.0f} s/epoch, "
-                f"best epoch {r['best_epoch']} of {r['epochs']})"
-            )
-    return "| " + " | ".join(cells) + " |"
+#: The wide part alone on an inner 80/20 split (seed 1) of review_polarity's fitting
+#: part (the test part untouched): how WIDE_DEFAULTS were chosen.
+WIDE_CHOICES = (
+    ("sqrtn", 0.0, 1e-3),
+    ("sqrtn", 0.5, 1e-3),
+    ("mean", 0.0, 1e-2),
+    ("sqrtn", 0.0, 1e-2),
+    ("sqrtn", 0.5, 1e-2),
+)
 
 
-def _body(rows, pending) -> str:
-    body = (
-        "Validation accuracy on a fixed 80/20 stratified split (seed 0) of each dev "
-        "file in ../shared/data; training seconds per epoch (wall time, 2 CPU cores "
-        "shared with other jobs). Settings: `HAN` and `TRANSFORMER` in the script.\n\n"
-        "| data set | TF-IDF + LR | HAN | Transformer |\n|---|---|---|---|\n"
+def select_wide(name="review_polarity", epochs=15) -> list[dict]:
+    """`NgramLinear` + softmax alone, Adam at each (combiner, dropout, rate)."""
+    from keras_attn.backend import keras
+    from keras_attn.text.layers import HashedNgrams, NgramLinear
+    from keras_attn.text.train import _tokenize_all, stratified_split
+
+    xtr, ytr, _, _ = split(*load(name))
+    inner, held = stratified_split(ytr, 0.2, seed=1)
+    classes = sorted(set(ytr))
+    y = np.array([classes.index(v) for v in ytr])
+    ids = _tokenize_all(HashedNgrams(max_ngrams=4096), xtr)
+    rows = []
+    for combiner, dropout, rate in WIDE_CHOICES:
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((ids.shape[1],), dtype="int32")
+        wide = NgramLinear(len(classes), combiner=combiner, dropout=dropout)
+        model = keras.Model(inputs, keras.layers.Activation("softmax")(wide(inputs)))
+        model.compile(
+            optimizer=keras.optimizers.Adam(rate),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        )
+        history = model.fit(
+            ids[inner],
+            y[inner],
+            validation_data=(ids[held], y[held]),
+            epochs=epochs,
+            batch_size=32,
+            verbose=0,
+        ).history["val_accuracy"]
+        row = dict(combiner=combiner, dropout=dropout, learning_rate=rate)
+        row.update(best=max(history), epoch=int(np.argmax(history)) + 1)
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def _record(name, key, result) -> dict:
+    """Stores one measurement in RUNS (locked: data sets may run in parallel)."""
+    with open(RUNS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runs = json.loads(RUNS.read_text()) if RUNS.exists() else {}
+        runs.setdefault(name, {})[key] = result
+        RUNS.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    return runs
+
+
+def _cell(r) -> str:
+    low, high = wilson(r["correct"], r["n"])
+    cell = f"{r['correct'] / r['n']:.3f} [{low:.3f}, {high:.3f}], {r['seconds']:.0f} s"
+    if r.get("best_epoch"):
+        cell += f" (best epoch {r['best_epoch']} of {r['epochs']})"
+    return cell
+
+
+NOTES = """
+Reading the table (2026-12-01 evening, one run, seed 0):
+
+- The targets (defaults >= TF-IDF + LR on every corpus, the best keras_attn model
+  1 point ahead) are **not met**. Closest: the default Transformer + wide on
+  ag_news, 0.874 against 0.881 (intervals overlap), and the default HAN + wide on
+  review_polarity, 0.863 against 0.884 (intervals overlap; 4 points over its v0
+  form). On chnsenticorp_htl HAN + wide trails by 2 points (0.886 against 0.906).
+  Rows marked '-' were not measured: the session ran out of time (the Transformer
+  on review_polarity needed ~470 s an epoch at 512 tokens on the loaded machine).
+  So `wide=True` is the default without a `wide=False` row of these defaults to
+  back it: the old defaults without a wide part (issue 12's table) and the inner
+  split above are the only evidence; run the `_deep` rows before relying on it.
+  Each fit took longer than the 10-minute target: the machine ran 15-20 other
+  processes on its 2 cores (load average 16-19), so the seconds are several times
+  what a quiet machine gives; seconds per epoch are in bench_text_runs.json.
+- What was tried: (1) limits from the 95th percentile of the training documents
+  (review_polarity now reads 25 sentences x 40 words instead of 16 x 32), min count
+  3 from 500k words on, early stopping with patience 5 on 10 % carved from the
+  fitting part, best weights restored, learning rate halved on plateaus; (2) the
+  wide part. In its first form (scale 1, no n-gram dropout: the "v0" column) it
+  learned too slowly to matter: alone on an inner 80/20 split of review_polarity's
+  fitting part (`--select-wide`, test part untouched) it reached 0.754 after 15
+  epochs (still climbing), 0.734 with n-gram dropout 0.5; at a 10x step 0.785, and
+  0.809 with dropout 0.5, which became `WIDE_DEFAULTS` (scale 10, dropout 0.5).
+  The deep parts reach training accuracy ~1.0 within 3-5 epochs and the best
+  validation epoch is 2-7: the joint model overfits before the linear part catches
+  up with a TF-IDF-weighted, fully converged logistic regression.
+- Untried levers, in the order I would try them: IDF weights and deduplicated
+  (binary / sublinear) n-gram counts in the wide part (what TF-IDF + LR has and the
+  wide part lacks); an L2 penalty on the wide table and training the wide part to
+  convergence first (staged wide-then-deep, or averaging the two models'
+  probabilities); stronger regularization of the deep part (weight decay, word
+  dropout); in-domain MLM pretraining of the encoder (`pretrain_epochs` was not
+  built in this session); several seeds per row, and a quiet machine for times.
+"""
+
+
+def body(runs) -> str:
+    keys = list(LABELS)
+    header = "| data set (test docs) | " + " | ".join(LABELS[k] for k in keys) + " |"
+    rows = [header, "|" + "---|" * (len(keys) + 1)]
+    for name in FILES:
+        if name not in runs:
+            continue
+        some = next(iter(runs[name].values()))
+        cells = [f"{name} ({some['n']})"]
+        cells += [_cell(runs[name][k]) if k in runs[name] else "-" for k in keys]
+        rows.append("| " + " | ".join(cells) + " |")
+    settings = []
+    for name in FILES:
+        for key in keys:
+            s = runs.get(name, {}).get(key, {}).get("settings")
+            if s:
+                settings.append(f"- {name}, {LABELS[key]}: {json.dumps(s)}")
+    return (
+        "Accuracy on a fixed stratified 20 % test part (seed 0) of each dev file in "
+        "../shared/data, with its 95 % Wilson interval, and the wall seconds of the "
+        "fit (2 CPU cores shared with other jobs: inflated and noisy). Every model is "
+        "fitted on the other 80 % with `fit_text_classifier`'s defaults (it carves "
+        "its early-stopping part from those 80 %); the test part is used for nothing "
+        "else. '-': not measured in this run.\n\n"
         + "\n".join(rows)
+        + "\n\nSettings the defaults resolved to:\n"
+        + "\n".join(settings)
+        + "\n"
+        + NOTES
     )
-    if pending:
-        body += f"\n\nNot run yet in this run: {', '.join(pending)}."
-    return body
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(FILES))
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--verbose", type=int, default=0, help="Keras verbosity")
+    parser.add_argument(
+        "--select-wide",
+        action="store_true",
+        help="only the wide part alone on an inner split (WIDE_CHOICES)",
+    )
     args = parser.parse_args(argv)
+    if args.select_wide:
+        select_wide()
+        return 0
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for value, known, flag in ((names, FILES, "datasets"), (models, MODELS, "models")):
         bad = [v for v in value if v not in known]
         if bad:
             parser.error(f"--{flag}: unknown {bad}; choose from {list(known)}")
-    epochs = min(args.epochs, 2) if args.quick else args.epochs
-    limit = 400 if args.quick else None
-
-    command = (
-        f"python -m benchmarks.bench_text --datasets {','.join(names)} "
-        f"--models {','.join(models)} --epochs {args.epochs}"
-    )
-    rows = []
-    for done, name in enumerate(names, 1):
-        data = split(name, limit)
-        print(f"{name}: {len(data[0])} training, {len(data[2])} validation documents")
-        results = {}
-        for model in models:
-            if model == "tfidf":
-                results[model] = tfidf_lr(name, *data)
+    write = not (args.no_write or args.quick)
+    for name in names:
+        data = load(name)
+        if data is None:
+            print(f"{name}: skipped, {DATA / FILES[name]} is absent")
+            continue
+        parts = split(*data, limit=400 if args.quick else None)
+        print(f"{name}: {len(parts[0])} documents to fit on, {len(parts[2])} to test")
+        for key in models:
+            if key == "tfidf":
+                result = tfidf_lr(name, *parts)
             else:
-                results[model] = neural(
-                    model, name, *data, epochs=epochs, verbose=args.verbose
-                )
-            print(f"  {model}: {results[model]}", flush=True)
-        rows.append(_row(name, results))
-        body = _body(rows, names[done:])
-        print(body, flush=True)
-        # Written after each data set, so an interrupted run keeps what it measured.
-        if not args.no_write and not args.quick:
-            from benchmarks._results import write_section
+                result = neural(key, *parts, quick=args.quick, verbose=args.verbose)
+            print(f"  {key}: {_cell(result)} {result.get('settings', '')}", flush=True)
+            if write:
+                runs = _record(name, key, result)
+                from benchmarks._results import write_section
 
-            write_section("bench_text", body, command)
+                # Written after each fit, so an interrupted run keeps what it has.
+                write_section(
+                    "bench_text",
+                    body(runs),
+                    "python -m benchmarks.bench_text --datasets <one> --models "
+                    f"{','.join(MODELS)}  (one process per data set)",
+                )
     return 0
 
 

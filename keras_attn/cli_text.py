@@ -54,29 +54,30 @@ def read_text_file(path, text_column: str, label_column: str):
 
 def train_text(args: argparse.Namespace) -> int:
     """Trains a HAN / Transformer / BERT-style classifier; exports it."""
-    from keras_attn.text.train import fit_text_classifier, stratified_split
+    from keras_attn.text.train import fit_text_classifier
 
     texts, labels = read_text_file(args.data, args.text_column, args.label_column)
-    train, val = stratified_split(labels, args.validation_split, seed=args.seed)
     print(
-        f"{args.data}: {len(train)} training and {len(val)} validation documents, "
-        f"classes {sorted(set(labels))}; model {args.model}"
+        f"{args.data}: {len(texts)} documents ({args.validation_split:.0%} of them, "
+        f"stratified, for early stopping), classes {sorted(set(labels))}; "
+        f"model {args.model}"
     )
-    kwargs = {}
+    # Widths not given fall back to fit_text_classifier's MODEL_DEFAULTS.
     if args.model == "han":
-        kwargs.update(embedding_dim=args.embedding_dim, units=args.units)
+        kwargs = dict(embedding_dim=args.embedding_dim, units=args.units)
     else:
-        kwargs.update(
+        kwargs = dict(
             hidden_dim=args.embedding_dim,
             num_layers=args.num_layers,
             num_heads=args.num_heads,
         )
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
     clf = fit_text_classifier(
-        [texts[i] for i in train],
-        [labels[i] for i in train],
+        texts,
+        labels,
         model=args.model,
-        validation_texts=[texts[i] for i in val] if len(val) else None,
-        validation_labels=[labels[i] for i in val] if len(val) else None,
+        validation_fraction=args.validation_split,
+        wide=args.wide,
         epochs=args.epochs,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
@@ -85,7 +86,7 @@ def train_text(args: argparse.Namespace) -> int:
         max_sentences=args.max_sentences,
         max_words=args.max_words,
         sequence_length=args.sequence_length,
-        patience=args.patience,
+        patience=args.patience or None,
         verbose=2,
         seed=args.seed,
         strategy=args.strategy,
@@ -94,6 +95,7 @@ def train_text(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir,
         **kwargs,
     )
+    print(f"settings: {clf.settings}")
     if clf.val_accuracy is not None:
         print(f"validation accuracy: {clf.val_accuracy:.4f}")
     if args.export:
@@ -141,23 +143,37 @@ def add_train_text(subparsers) -> None:
         "(WordPiece); default: words of the training data (bert: "
         "bert-base-uncased)",
     )
-    p.add_argument("--min-count", type=int, default=2, help="min word count")
-    p.add_argument("--max-sentences", type=int, default=16, help="HAN sentences")
-    p.add_argument("--max-words", type=int, default=32, help="HAN words a sentence")
+    from_data = " (default: from the training documents)"
+    p.add_argument("--min-count", type=int, help="min word count" + from_data)
+    p.add_argument("--max-sentences", type=int, help="HAN sentences" + from_data)
+    p.add_argument("--max-words", type=int, help="HAN words a sentence" + from_data)
+    p.add_argument("--sequence-length", type=int, help="Transformer tokens" + from_data)
     p.add_argument(
-        "--sequence-length", type=int, default=256, help="Transformer tokens"
+        "--wide",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="add the wide part (hashed word uni- and bigrams; default: on for han "
+        "and transformer, off for bert)",
     )
-    p.add_argument("--embedding-dim", type=int, default=100, help="embedding width")
-    p.add_argument("--units", type=int, default=50, help="HAN GRU units")
-    p.add_argument("--num-layers", type=int, default=2, help="Transformer layers")
-    p.add_argument("--num-heads", type=int, default=4, help="Transformer heads")
-    p.add_argument("--epochs", type=int, default=10, help="training epochs")
+    widths = " (default: keras_attn.text.train.MODEL_DEFAULTS)"
+    p.add_argument(
+        "--embedding-dim", type=int, help="embedding (HAN) or model width" + widths
+    )
+    p.add_argument("--units", type=int, help="HAN GRU units" + widths)
+    p.add_argument("--num-layers", type=int, help="Transformer layers" + widths)
+    p.add_argument("--num-heads", type=int, help="Transformer heads" + widths)
+    p.add_argument("--epochs", type=int, default=20, help="most training epochs")
     p.add_argument("--batch-size", type=int, default=32, help="batch size")
     p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate")
     p.add_argument(
-        "--validation-split", type=float, default=0.2, help="validation fraction"
+        "--validation-split",
+        type=float,
+        default=0.1,
+        help="fraction of the documents carved off for early stopping",
     )
-    p.add_argument("--patience", type=int, default=5, help="early-stopping epochs")
+    p.add_argument(
+        "--patience", type=int, default=5, help="early-stopping epochs (0: none)"
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--export", metavar="DIR", help="export to DIR/<version>")
     p.add_argument("--version", type=int, help="export version")

@@ -39,6 +39,7 @@ from keras_attn.models.text import (
     export_text_classifier,
     han_attention_model,
     load_bert_checkpoint,
+    wide_layer,
 )
 
 __all__ = [
@@ -74,4 +75,5 @@ __all__ = [
     "han_attention_model",
     "load_bert_checkpoint",
     "split_ctr_model",
+    "wide_layer",
 ]

@@ -1,7 +1,9 @@
 """Document classifiers: HAN and the Transformer classifier, and their serving models.
 
 Every classifier takes token ids (what `keras_attn.text` tokenizers produce in
-`tf.data`) and returns `{"probabilities": (batch, num_classes), "label": (batch,)}`.
+`tf.data`; with `wide=...` also the hashed n-gram ids of `HashedNgrams`, as the
+inputs `{"token_ids", "ngram_ids"}`) and returns
+`{"probabilities": (batch, num_classes), "label": (batch,)}`.
 `build_text_serving_model` puts the tokenizer in front, so the exported model takes
 a batch of raw strings; `export_text_classifier` writes it for TF Serving.
 """
@@ -25,6 +27,7 @@ from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEnco
 from keras_attn.layers.transformer import TransformerEncoderBlock
 from keras_attn.text.layers import (
     CandidateSum,
+    NgramLinear,
     PerSentence,
     PredictedLabel,
     SequencePooling,
@@ -44,6 +47,7 @@ __all__ = [
     "export_text_classifier",
     "han_attention_model",
     "load_bert_checkpoint",
+    "wide_layer",
 ]
 
 WORD_ENCODERS = ("gru", "transformer")
@@ -58,7 +62,65 @@ def _heads(num_classes, class_names):
     return probabilities, PredictedLabel(class_names, name="label")
 
 
-def _han_apply(get, ids, word_encoder):
+def _wide_layers(wide, num_classes, class_names):
+    """The head's layers by name: plain softmax, or deep + wide logits then softmax.
+
+    `wide` is False/None (no wide part), True (`NgramLinear`'s defaults) or a dict
+    of `NgramLinear` keyword arguments (`num_buckets`, `combiner`, `dropout`,
+    `ngram_widths`, `max_ngrams`, `lowercase`).
+    """
+    if wide is None or wide is False:
+        probabilities, label = _heads(num_classes, class_names)
+        return {"probabilities": probabilities}, label
+    if wide is True:
+        wide = {}
+    if not isinstance(wide, dict):
+        raise ValueError(
+            "`wide` must be a bool or a dict of NgramLinear arguments. "
+            f"Received: wide={wide!r}"
+        )
+    layers = {
+        # float32 logits, as the plain head's softmax is float32.
+        "deep_logits": keras.layers.Dense(
+            num_classes, dtype="float32", name="deep_logits"
+        ),
+        "wide": NgramLinear(num_classes, dtype="float32", name="wide", **wide),
+        "logits": keras.layers.Add(dtype="float32", name="logits"),
+        "probabilities": keras.layers.Activation(
+            "softmax", dtype="float32", name="probabilities"
+        ),
+    }
+    return layers, PredictedLabel(class_names, name="label")
+
+
+def _head_apply(get, features, ngram_ids):
+    """Probabilities from the pooled features (and the n-gram ids when wide)."""
+    if ngram_ids is None:
+        return get("probabilities")(features)
+    logits = get("logits")([get("deep_logits")(features), get("wide")(ngram_ids)])
+    return get("probabilities")(logits)
+
+
+def _classifier_inputs(token_shape, wide_layer):
+    """`token_ids` alone, or `{"token_ids", "ngram_ids"}` with a wide part."""
+    ids = keras.Input(shape=token_shape, dtype="int32", name="token_ids")
+    if wide_layer is None:
+        return ids, ids, None
+    ngram_ids = keras.Input(
+        shape=(wide_layer.max_ngrams,), dtype="int32", name="ngram_ids"
+    )
+    return {"token_ids": ids, "ngram_ids": ngram_ids}, ids, ngram_ids
+
+
+def wide_layer(model):
+    """The `NgramLinear` wide part of a classifier, or None without one."""
+    for layer in model.layers:
+        if isinstance(layer, NgramLinear):
+            return layer
+    return None
+
+
+def _han_apply(get, ids, word_encoder, ngram_ids=None):
     """Runs HAN's layers (looked up by name through `get`) on `ids`.
 
     Masks are passed explicitly (not through Keras mask propagation), so both Keras
@@ -80,7 +142,7 @@ def _han_apply(get, ids, word_encoder):
         sentences, mask=sentence_mask, return_attention_scores=True
     )
     document = get("document_dropout")(document)
-    return get("probabilities")(document), word_weights, sentence_weights
+    return _head_apply(get, document, ngram_ids), word_weights, sentence_weights
 
 
 def build_han_classifier(
@@ -97,6 +159,7 @@ def build_han_classifier(
     dropout: float = 0.5,
     embedding_dropout: float = 0.25,
     class_names: list[str] | None = None,
+    wide: bool | dict = False,
     name: str = "han_classifier",
 ):
     """Hierarchical Attention Network for document classification.
@@ -126,11 +189,16 @@ def build_han_classifier(
             block). Defaults to 0.5.
         embedding_dropout: float. Dropout on the word embeddings. Defaults to 0.25.
         class_names: optional list of str: the `label` output gives names, not ids.
+        wide: bool or dict. Adds a wide part: an `NgramLinear` over hashed word
+            n-grams (second input `ngram_ids`, from `HashedNgrams`) whose logits are
+            added to HAN's before the softmax (wide-and-deep). True uses its
+            defaults; a dict gives `NgramLinear` arguments. Defaults to False.
         name: str. Model name. Defaults to "han_classifier".
 
     Returns:
-        A functional `keras.Model`, input `token_ids` `(batch, sentences, words)`,
-        outputs `{"probabilities": (batch, num_classes), "label": (batch,)}`.
+        A functional `keras.Model`, input `token_ids` `(batch, sentences, words)`
+        (with `wide`: `{"token_ids", "ngram_ids": (batch, max_ngrams)}`), outputs
+        `{"probabilities": (batch, num_classes), "label": (batch,)}`.
 
     Example:
 
@@ -159,8 +227,12 @@ def build_han_classifier(
             f"Received: class_names={class_names!r}"
         )
 
+    head, label_layer = _wide_layers(wide, num_classes, class_names)
+
     # Inputs
-    ids = keras.Input(shape=(max_sentences, max_words), dtype="int32", name="token_ids")
+    inputs, ids, ngram_ids = _classifier_inputs(
+        (max_sentences, max_words), head.get("wide")
+    )
 
     # Encoders
     layers = {
@@ -199,10 +271,10 @@ def build_han_classifier(
     layers["word_encoder"] = PerSentence(inner, name="word_encoder")
 
     # Heads
-    layers["probabilities"], label_layer = _heads(num_classes, class_names)
-    probabilities, _, _ = _han_apply(layers.__getitem__, ids, word_encoder)
+    layers.update(head)
+    probabilities, _, _ = _han_apply(layers.__getitem__, ids, word_encoder, ngram_ids)
     outputs = {"probabilities": probabilities, "label": label_layer(probabilities)}
-    return keras.Model(ids, outputs, name=name)
+    return keras.Model(inputs, outputs, name=name)
 
 
 def han_attention_model(model):
@@ -212,9 +284,9 @@ def han_attention_model(model):
         model: a model from `build_han_classifier` (trained or not).
 
     Returns:
-        A `keras.Model` (sharing the weights) from the same `token_ids` input to
-        `{"probabilities", "word_attention": (batch, sentences, words),
-        "sentence_attention": (batch, sentences)}`.
+        A `keras.Model` (sharing the weights) from the same inputs (`token_ids`, and
+        `ngram_ids` with a wide part) to `{"probabilities", "word_attention":
+        (batch, sentences, words), "sentence_attention": (batch, sentences)}`.
 
     Example:
 
@@ -226,14 +298,17 @@ def han_attention_model(model):
     """
     names = {layer.name for layer in model.layers}
     encoder = "transformer" if "word_positions" in names else "gru"
-    ids = keras.Input(shape=model.inputs[0].shape[1:], dtype="int32", name="token_ids")
-    probabilities, words, sentences = _han_apply(model.get_layer, ids, encoder)
+    token_shape = model.get_layer("word_mask").input.shape[1:]
+    inputs, ids, ngram_ids = _classifier_inputs(token_shape, wide_layer(model))
+    probabilities, words, sentences = _han_apply(
+        model.get_layer, ids, encoder, ngram_ids
+    )
     outputs = {
         "probabilities": probabilities,
         "word_attention": words,
         "sentence_attention": sentences,
     }
-    return keras.Model(ids, outputs, name=f"{model.name}_attention")
+    return keras.Model(inputs, outputs, name=f"{model.name}_attention")
 
 
 def build_transformer_classifier(
@@ -251,6 +326,7 @@ def build_transformer_classifier(
     dropout: float = 0.1,
     activation: str = "gelu",
     class_names: list[str] | None = None,
+    wide: bool | dict = False,
     name: str = "transformer_classifier",
 ):
     """Transformer encoder classifier over token ids.
@@ -279,11 +355,14 @@ def build_transformer_classifier(
         dropout: float. Dropout everywhere. Defaults to 0.1.
         activation: str. "relu" or "gelu". Defaults to "gelu".
         class_names: optional list of str for the `label` output.
+        wide: bool or dict. A wide part as in `build_han_classifier`. Defaults to
+            False.
         name: str. Model name. Defaults to "transformer_classifier".
 
     Returns:
-        A functional `keras.Model`, input `token_ids` `(batch, sequence_length)`,
-        outputs `{"probabilities": (batch, num_classes), "label": (batch,)}`.
+        A functional `keras.Model`, input `token_ids` `(batch, sequence_length)`
+        (with `wide`: `{"token_ids", "ngram_ids"}`), outputs
+        `{"probabilities": (batch, num_classes), "label": (batch,)}`.
 
     Example:
 
@@ -304,8 +383,10 @@ def build_transformer_classifier(
     check_rate("dropout", dropout)
     check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads)
 
+    head, label_layer = _wide_layers(wide, num_classes, class_names)
+
     # Inputs
-    ids = keras.Input(shape=(sequence_length,), dtype="int32", name="token_ids")
+    inputs, ids, ngram_ids = _classifier_inputs((sequence_length,), head.get("wide"))
 
     # Encoders: masks are passed explicitly, the same graph in both generations.
     mask = TokenMask(name="token_mask")(ids)  # (batch, sequence_length)
@@ -352,10 +433,9 @@ def build_transformer_classifier(
             x = keras.layers.Average(name="layer_mean")(layer_outputs)
         pooled = SequencePooling("flatten", name="pooling")(x, mask=mask)
     pooled = keras.layers.Dropout(dropout, name="pooled_dropout")(pooled)
-    probabilities_layer, label_layer = _heads(num_classes, class_names)
-    probabilities = probabilities_layer(pooled)
+    probabilities = _head_apply(head.__getitem__, pooled, ngram_ids)
     outputs = {"probabilities": probabilities, "label": label_layer(probabilities)}
-    return keras.Model(ids, outputs, name=name)
+    return keras.Model(inputs, outputs, name=name)
 
 
 def compile_text_classifier(model, learning_rate: float = 1e-3, **kwargs):
@@ -378,9 +458,15 @@ def compile_text_classifier(model, learning_rate: float = 1e-3, **kwargs):
 def build_text_serving_model(classifier, tokenizer, class_names=None, name=None):
     """Raw strings in: the tokenizer layer in front of a trained classifier.
 
+    With a wide part (`wide=...`), the `HashedNgrams` layer its `NgramLinear`
+    records (`NgramLinear.hasher()`) computes the `ngram_ids` from the same strings
+    inside the graph: the hashing of training (in `tf.data`) and of serving is one
+    layer.
+
     Args:
         classifier: a model from `build_han_classifier` or
-            `build_transformer_classifier` (input `token_ids`).
+            `build_transformer_classifier` (input `token_ids`, and `ngram_ids` with
+            a wide part).
         tokenizer: the `keras_attn.text` tokenizer layer used for training
             (`SentenceTokenizer` for HAN, `Tokenizer` for the Transformer).
         class_names: optional list of str: `label` gives names instead of indices.
@@ -392,6 +478,9 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
     """
     text = keras.Input(shape=(), dtype="string", name="text")
     ids = tokenizer(text)
+    wide = wide_layer(classifier)
+    if wide is not None:
+        ids = {"token_ids": ids, "ngram_ids": wide.hasher()(text)}
     probabilities = classifier(ids)["probabilities"]
     probabilities = keras.layers.Activation("linear", name="probabilities")(
         probabilities

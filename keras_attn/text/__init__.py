@@ -12,6 +12,7 @@ from keras_attn.text.datasets import (
     load_review_polarity,
     load_review_sample,
 )
+from keras_attn.text.layers import HashedNgrams, NgramLinear
 from keras_attn.text.pretraining import (
     mask_tokens,
     pack_sentence_pairs,
@@ -28,9 +29,16 @@ from keras_attn.text.tokenizers import (
     split_sentences,
     split_words,
 )
-from keras_attn.text.train import TextClassifier, fit_text_classifier, stratified_split
+from keras_attn.text.train import (
+    TextClassifier,
+    corpus_limits,
+    fit_text_classifier,
+    stratified_split,
+)
 
 __all__ = [
+    "HashedNgrams",
+    "NgramLinear",
     "PAD",
     "SHIPPED_VOCABULARIES",
     "UNK",
@@ -38,6 +46,7 @@ __all__ = [
     "TextClassifier",
     "Tokenizer",
     "build_vocabulary",
+    "corpus_limits",
     "encode_cloze",
     "fit_aoa_reader",
     "fit_text_classifier",

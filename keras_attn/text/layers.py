@@ -1,4 +1,5 @@
-"""Small layers the text models need: masked sequence pooling and the predicted label.
+"""Small layers the text models need: masked sequence pooling, the predicted label,
+and the wide (linear, hashed n-gram) part of the wide-and-deep classifiers.
 
 They live here (not in `keras_attn.layers`) because they are plumbing of the text
 models rather than attention ideas of their own.
@@ -6,12 +7,23 @@ models rather than attention ideas of their own.
 
 from __future__ import annotations
 
-from keras_attn._validation import check_bool, check_choice
+from keras_attn._validation import (
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positive_int,
+    check_positive_int_list,
+    check_rate,
+)
 from keras_attn.backend import Layer, as_bool_mask, keras, register, tf
+from keras_attn.text.tokenizers import split_sentences, split_words
 
 __all__ = [
+    "COMBINERS",
     "POOLINGS",
     "CandidateSum",
+    "HashedNgrams",
+    "NgramLinear",
     "PerSentence",
     "PredictedLabel",
     "SequencePooling",
@@ -19,6 +31,7 @@ __all__ = [
 ]
 
 POOLINGS = ("cls", "mean", "max", "flatten")
+COMBINERS = ("sum", "mean", "sqrtn")
 
 
 @register
@@ -290,3 +303,216 @@ class CandidateSum(Layer):
         return keras.KerasTensor(
             (scores.shape[0], candidate_ids.shape[1]), self.compute_dtype
         )
+
+
+@register
+class HashedNgrams(Layer):
+    """Raw strings to hashed word n-gram ids `(batch, max_ngrams)`: the wide input.
+
+    Each document is split into sentences (`split_sentences`, the split HAN uses) and
+    each sentence into words (`split_words`: BERT normalization, punctuation and CJK
+    characters as their own tokens, the words of the word tokenizers). The n-grams of
+    every width in `ngram_widths` are taken **inside each sentence**: a bigram never
+    joins the last word of one sentence to the first of the next, for HAN and the
+    Transformer alike (the flat Transformer sequence does not change what the wide
+    part sees). Words of an n-gram are joined by one space (words never hold one),
+    and each n-gram string maps to `1 + Fingerprint64(ngram) mod num_buckets`
+    (`tf.strings.to_hash_bucket_fast`), so 0 stays padding. Per document the order is
+    sentence by sentence, within a sentence all unigrams then all bigrams, ...; the
+    first `max_ngrams` are kept, the rest padded with 0.
+
+    Only core TensorFlow string ops (`StringSplitV2`, `StringNGrams`,
+    `StringToHashBucketFast`) and tensorflow-text's normalizer run, so the same
+    layer runs in `tf.data` for training and inside the exported serving model.
+
+    Args:
+        num_buckets: int. Number of hash buckets (ids 1..num_buckets). Defaults to
+            2**18.
+        ngram_widths: list of int. N-gram widths. Defaults to (1, 2).
+        max_ngrams: int. N-grams kept per document. Defaults to 1024.
+        lowercase: bool. As in `split_words`. Defaults to True.
+
+    Call arguments:
+        inputs: string tensor `(batch,)`.
+
+    Returns:
+        int32 `(batch, max_ngrams)`; 0 is padding.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> ids = HashedNgrams(num_buckets=1000, max_ngrams=8)(tf.constant(["Not bad."]))
+    >>> ids.shape, int((ids.numpy() > 0).sum())  # not, bad, ., not bad, bad .
+    (TensorShape([1, 8]), 5)
+    """
+
+    def __init__(
+        self,
+        num_buckets: int = 2**18,
+        ngram_widths=(1, 2),
+        max_ngrams: int = 1024,
+        lowercase: bool = True,
+        **kwargs,
+    ):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        check_positive_int("num_buckets", num_buckets)
+        check_positive_int("max_ngrams", max_ngrams)
+        self.num_buckets = num_buckets
+        self.ngram_widths = tuple(check_positive_int_list("ngram_widths", ngram_widths))
+        self.max_ngrams = max_ngrams
+        self.lowercase = check_bool("lowercase", lowercase)
+
+    def ngrams(self, texts):
+        """The n-gram strings `(batch, ngrams)` (ragged) of `(batch,)` strings."""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        words = split_words(split_sentences(texts), self.lowercase)
+        # (batch, sentences, words) -> n-grams per sentence, never across two.
+        grams = tf.strings.ngrams(words, self.ngram_widths, separator=" ")
+        return grams.merge_dims(1, 2)  # (batch, ngrams)
+
+    def tokenize(self, texts):
+        """int32 `(batch, max_ngrams)` ids of `(batch,)` strings."""
+        grams = self.ngrams(texts)[:, : self.max_ngrams]
+        ids = tf.ragged.map_flat_values(
+            tf.strings.to_hash_bucket_fast, grams, self.num_buckets
+        )
+        dense = (ids + 1).to_tensor(0, shape=[None, self.max_ngrams])
+        return tf.cast(dense, tf.int32)
+
+    def call(self, inputs):
+        return self.tokenize(inputs)
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor((inputs.shape[0], self.max_ngrams), "int32")
+
+    def get_config(self):
+        config = {
+            "num_buckets": self.num_buckets,
+            "ngram_widths": list(self.ngram_widths),
+            "max_ngrams": self.max_ngrams,
+            "lowercase": self.lowercase,
+        }
+        return {**super().get_config(), **config}
+
+
+@register
+class NgramLinear(Layer):
+    """The wide part: a linear model over hashed n-gram ids, one logit per class.
+
+    `logits = combine_i W[ids_i]` over the real ids (`ids != 0`), with `W` of shape
+    `(num_buckets + 1, units)` starting at zero (a linear model's usual start) and
+    `combine` the sum, the mean, or the sum / sqrt(count) ("sqrtn", the default: a
+    bag-of-n-grams vector L2-normalized as TF-IDF + logistic regression normalizes
+    it). No bias: the deep part's head has one, and a fully padded row gives zeros.
+    With `dropout`, each n-gram is dropped with that probability while training (a
+    regularizer for the many rare n-grams). The table is used as `scale · W`: Adam's
+    steps are about the learning rate in `W`, so the wide part learns `scale` times
+    faster than the deep part it is trained with (a linear model over thousands of
+    normalized n-grams needs a larger step than a GRU: benchmarks/RESULTS.md). It
+    also records the hashing of its ids (`ngram_widths`, `max_ngrams`,
+    `lowercase`), so `hasher()` rebuilds the `HashedNgrams` layer that feeds it: the
+    serving model uses that.
+
+    Args:
+        units: int. Number of outputs (classes).
+        num_buckets: int. As in `HashedNgrams`. Defaults to 2**18.
+        combiner: str. "sum", "mean" or "sqrtn". Defaults to "sqrtn".
+        dropout: float in [0, 1). N-gram dropout while training. Defaults to 0.
+        scale: float > 0. Multiplier of the table (the wide part's step size).
+            Defaults to 1.
+        ngram_widths, max_ngrams, lowercase: the hashing, as in `HashedNgrams`.
+
+    Call arguments:
+        inputs: int ids `(batch, ngrams)` from `HashedNgrams`.
+        training: bool.
+
+    Returns:
+        float `(batch, units)` logits.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = NgramLinear(2, num_buckets=10)
+    >>> layer(np.array([[3, 5, 0]], "int32")).numpy()
+    array([[0., 0.]], dtype=float32)
+    """
+
+    def __init__(
+        self,
+        units: int,
+        num_buckets: int = 2**18,
+        combiner: str = "sqrtn",
+        dropout: float = 0.0,
+        ngram_widths=(1, 2),
+        max_ngrams: int = 1024,
+        lowercase: bool = True,
+        scale: float = 1.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("units", units)
+        check_finite("scale", scale, minimum=0, exclusive_minimum=True)
+        check_choice("combiner", combiner, COMBINERS)
+        check_rate("dropout", dropout)
+        check_positive_int("num_buckets", num_buckets)
+        check_positive_int("max_ngrams", max_ngrams)
+        self.units = units
+        self.num_buckets = num_buckets
+        self.combiner = combiner
+        self.dropout = float(dropout)
+        self.scale = float(scale)
+        self.ngram_widths = tuple(check_positive_int_list("ngram_widths", ngram_widths))
+        self.max_ngrams = max_ngrams
+        self.lowercase = check_bool("lowercase", lowercase)
+
+    def hasher(self, name=None):
+        """A `HashedNgrams` layer giving this layer's ids from raw strings."""
+        return HashedNgrams(
+            self.num_buckets,
+            self.ngram_widths,
+            self.max_ngrams,
+            self.lowercase,
+            name=name or f"{self.name}_ngrams",
+        )
+
+    def build(self, inputs_shape):
+        # Row 0 (padding) exists so ids index the table directly; it is masked out.
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(self.num_buckets + 1, self.units),
+            initializer="zeros",
+        )
+        self.built = True
+
+    def call(self, inputs, training=None):
+        ids = tf.cast(inputs, tf.int32)
+        real = tf.not_equal(ids, 0)  # (batch, ngrams)
+        if training and self.dropout:
+            keep = tf.random.uniform(tf.shape(ids)) >= self.dropout
+            real = tf.logical_and(real, keep)
+        weights = tf.cast(real, self.compute_dtype)[..., tf.newaxis]
+        kernel = tf.cast(self.kernel, self.compute_dtype) * self.scale
+        total = tf.reduce_sum(tf.gather(kernel, ids) * weights, axis=1)
+        count = tf.reduce_sum(weights, axis=1)  # (batch, 1)
+        if self.combiner == "mean":
+            return tf.math.divide_no_nan(total, count)
+        if self.combiner == "sqrtn":
+            return tf.math.divide_no_nan(total, tf.sqrt(count))
+        return total
+
+    def compute_output_spec(self, inputs, training=None):
+        return keras.KerasTensor((inputs.shape[0], self.units), self.compute_dtype)
+
+    def get_config(self):
+        config = {
+            "units": self.units,
+            "num_buckets": self.num_buckets,
+            "combiner": self.combiner,
+            "dropout": self.dropout,
+            "ngram_widths": list(self.ngram_widths),
+            "max_ngrams": self.max_ngrams,
+            "lowercase": self.lowercase,
+            "scale": self.scale,
+        }
+        return {**super().get_config(), **config}
