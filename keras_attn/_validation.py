@@ -186,11 +186,18 @@ def check_mask_shape(name: str, mask, expected: list, tensor_name: str) -> None:
 def check_batch_sizes(**tensors) -> None:
     """The batch sizes (axis 0) of the named tensors must agree.
 
-    `check_batch_sizes(query=q, value=v)`; None tensors are skipped. Known static
-    sizes are compared here (a `ValueError`); where a size is only known when the
-    graph runs, a `tf.debugging` assertion with the same message is added (an
+    `q, v = check_batch_sizes(query=q, value=v)`; None tensors are skipped. Known
+    static sizes are compared here (a `ValueError`); where a size is only known when
+    the graph runs, a `tf.debugging` assertion with the same message is added (an
     `InvalidArgumentError`; XLA compiles assertions to no-ops, so under
-    `jit_compile=True` a mismatch fails in the op that meets it instead)."""
+    `jit_compile=True` a mismatch fails in the op that meets it instead).
+
+    Returns the tensors in the order given (None stays None). With an assertion
+    they come back through `tf.identity` under its control dependency: an op that
+    reads them runs after the check, so the named error is the one raised (a graph
+    orders nothing else). Read `_keras_mask` from the inputs before this call.
+    """
+    given = tuple(tensors.values())
     tensors = {n: t for n, t in tensors.items() if t is not None}
     shapes = {n: static_shape(t) for n, t in tensors.items()}
     shapes = {n: s for n, s in shapes.items() if s}  # rank 0 or unknown: skipped
@@ -202,12 +209,18 @@ def check_batch_sizes(**tensors) -> None:
     if len(known) > 1:
         raise ValueError(message)
     if len(shapes) < 2 or all(s[0] is not None for s in shapes.values()):
-        return
+        return given
     import tensorflow as tf  # only for tensors: the specs import this module too
 
     sizes = [tf.shape(tensors[n])[0] for n in shapes]
-    for size in sizes[1:]:
-        tf.debugging.assert_equal(sizes[0], size, message=message)
+    checks = [
+        tf.debugging.assert_equal(sizes[0], size, message=message) for size in sizes[1:]
+    ]
+    checks = [c for c in checks if c is not None]  # eager: already run
+    if not checks:
+        return given
+    with tf.control_dependencies(checks):
+        return tuple(None if t is None else tf.identity(t) for t in given)
 
 
 def check_ids(name: str, ids, size: int):

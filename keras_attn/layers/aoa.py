@@ -68,11 +68,11 @@ class AttentionOverAttention(Layer):
         return_attention_scores=False,
     ):
         document, query = self.cast_inputs(document, query)
-        check_batch_sizes(document=document, query=query)
         if document_mask is None:
             document_mask = getattr(document, "_keras_mask", None)
         if query_mask is None:
             query_mask = getattr(query, "_keras_mask", None)
+        document, query = check_batch_sizes(document=document, query=query)
         document_mask, query_mask = (
             as_bool_mask(document_mask),
             as_bool_mask(query_mask),

@@ -128,13 +128,13 @@ class Attention(Layer):
     ):
         key = value if key is None else key
         query, value, key = self.cast_inputs(query, value, key)
-        check_batch_sizes(query=query, value=value, key=key)
         if query_mask is None:
             query_mask = (
                 mask if mask is not None else getattr(query, "_keras_mask", None)
             )
         if value_mask is None:
             value_mask = getattr(value, "_keras_mask", None)
+        query, value, key = check_batch_sizes(query=query, value=value, key=key)
         query_mask, value_mask = as_bool_mask(query_mask), as_bool_mask(value_mask)
         check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
         check_mask_shape("value_mask", value_mask, static_shape(value)[:-1], "value")

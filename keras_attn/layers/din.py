@@ -348,7 +348,7 @@ class LocalActivationUnit(Layer):
 
     def call(self, query, keys, mask=None, training=None):
         query, keys = self.cast_inputs(query, keys)
-        check_batch_sizes(query=query, keys=keys)
+        query, keys = check_batch_sizes(query=query, keys=keys)
         mask = as_bool_mask(mask)
         check_mask_shape("mask", mask, static_shape(keys)[:-1], "keys")
         dtype = query.dtype

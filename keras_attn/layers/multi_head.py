@@ -406,7 +406,7 @@ class MultiHeadAttention(Layer):
         if key_mask is None and key is not value:
             key_mask = getattr(key, "_keras_mask", None)
         query, value, key = self.cast_inputs(query, value, key)
-        check_batch_sizes(query=query, value=value, key=key)
+        query, value, key = check_batch_sizes(query=query, value=value, key=key)
         query_mask, value_mask = as_bool_mask(query_mask), as_bool_mask(value_mask)
         key_mask, attention_mask = as_bool_mask(key_mask), as_bool_mask(attention_mask)
         key_valid = value_mask

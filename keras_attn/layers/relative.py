@@ -198,7 +198,7 @@ class RelativeMultiHeadAttention(Layer):
         use_causal_mask=False,
     ):
         inputs, memory = self.cast_inputs(inputs, memory)
-        check_batch_sizes(inputs=inputs, memory=memory)
+        inputs, memory = check_batch_sizes(inputs=inputs, memory=memory)
         mask, memory_mask = as_bool_mask(mask), as_bool_mask(memory_mask)
         check_mask_shape("mask", mask, static_shape(inputs)[:-1], "inputs")
         dtype = inputs.dtype

@@ -164,7 +164,7 @@ class AttentionScore(Layer):
     def call(self, query, key=None):
         key = query if key is None else key
         query, key = self.cast_inputs(query, key)
-        check_batch_sizes(query=query, key=key)
+        query, key = check_batch_sizes(query=query, key=key)
         if self.score == "scaled_dot":
             # Scaled before the product: the unscaled q·k would overflow float16
             # (max 65504) sqrt(d) times sooner than the scores themselves.
