@@ -299,4 +299,5 @@ if __name__ == "__main__":
         except Exception:  # reported to the test, which fails with the trace
             results[name] = {"ok": False, "trace": traceback.format_exc()[-3000:]}
         results[name]["seconds"] = round(time.perf_counter() - start, 1)
+        print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
     print("RESULTS " + json.dumps(results))
