@@ -227,10 +227,14 @@ def bert_pretrainer_check():
             num_heads=2,
             dropout=0.0,
         )
-        return build_bert_pretrainer(bert)
+        model = build_bert_pretrainer(bert)
+        model({k: v[:2] for k, v in x.items()})  # tf_keras makes weights on a call
+        return model
 
     def train(model, strategy):
-        compile_bert_pretrainer(model, optimizer=keras.optimizers.SGD(0.5))
+        # tf_keras wants the metrics made in the model's scope.
+        with (strategy or tf.distribute.get_strategy()).scope():
+            compile_bert_pretrainer(model, optimizer=keras.optimizers.SGD(0.5))
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
         fit_bert_pretrainer(model, ds, epochs=1, strategy=strategy)
 
