@@ -29,6 +29,7 @@ from keras_attn.models.text import (
     build_transformer_classifier,
     export_text_classifier,
     han_attention_model,
+    wide_layer,
 )
 from keras_attn.serving import (
     export,
@@ -238,6 +239,9 @@ def served(tmp_path_factory):
         embedding_dim=8,
         units=4,
         attention_units=8,
+        # The wide part, as fit_text_classifier's default HAN has it: the served
+        # model hashes n-grams from the raw string too.
+        wide={"num_buckets": 64, "max_ngrams": 32},
     )
     han_path = export_text_classifier(
         han,
@@ -538,8 +542,12 @@ def test_han_explain_returns_word_and_sentence_attention(served):
     result = served["report"]["han"]["rest"][2]
     out = {k: np.asarray(v) for k, v in result["outputs"].items()}
     texts = TEXTS + [""]
+    strings = tf.constant(texts)
     reference = han_attention_model(served["han"])(
-        served["tokenizer"](tf.constant(texts))
+        {
+            "token_ids": served["tokenizer"](strings),
+            "ngram_ids": wide_layer(served["han"]).hasher()(strings),
+        }
     )
     np.testing.assert_allclose(
         out["word_attention"], reference["word_attention"], atol=1e-6

@@ -87,16 +87,27 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
         sharing the classifier's weights.
     """
     from keras_attn.layers.transformer import TransformerEncoderBlock
-    from keras_attn.models.text import han_attention_model
+    from keras_attn.models.text import han_attention_model, wide_layer
     from keras_attn.text.layers import PredictedLabel, SequencePooling
 
     label = PredictedLabel(class_names, name="label")
+    wide = wide_layer(classifier)
+    hasher = wide.hasher() if wide is not None else None
+
+    def model_inputs(text):
+        # The classifier's inputs from raw strings, as the serving model makes them:
+        # token ids, and the hashed n-gram ids of a wide part.
+        ids = tokenizer(text)
+        if hasher is None:
+            return ids
+        return {"token_ids": ids, "ngram_ids": hasher(text)}
+
     names = {layer.name for layer in classifier.layers}
     if "word_attention" in names and "sentence_attention" in names:
         han = han_attention_model(classifier)
 
         def explain(inputs):
-            out = dict(han(tokenizer(inputs["text"]), training=False))
+            out = dict(han(model_inputs(inputs["text"]), training=False))
             out["label"] = label(out["probabilities"])
             return out
 
@@ -132,7 +143,7 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
     )
 
     def explain(inputs):
-        out = forward(tokenizer(inputs["text"]), training=False)
+        out = forward(model_inputs(inputs["text"]), training=False)
         x = out["block_input"]  # (batch, seq_len, hidden)
         if last.normalize_first:
             x = last.attention_norm(x)
