@@ -24,6 +24,26 @@ import numpy as np
 
 from keras_attn.backend import export_saved_model, keras, tf
 
+
+def run_isolated(script: str, *args, cwd) -> subprocess.CompletedProcess:
+    """Runs `python -c script *args` in a fresh process that cannot import this
+    checkout: no PYTHONPATH, and `cwd` (a temporary folder) instead of the repo root
+    as its first path entry; TensorFlow's logs off. Fails the calling test with the
+    process's stderr tail when it exits non-zero."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"isolated process failed:\n{proc.stderr[-3000:]}"
+    return proc
+
+
 # Runs in a fresh interpreter: loads the SavedModel with TensorFlow alone.
 _RELOAD_SCRIPT = r"""
 import json, sys
@@ -159,17 +179,7 @@ def _check_saved_model(model, inputs, expected, atol, tmp):
     export_saved_model(model, export_dir)
     in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
     np.savez(in_path, **inputs)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run(
-        [sys.executable, "-c", _RELOAD_SCRIPT, export_dir, in_path, out_path],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,  # so the project checkout is not on sys.path
-        timeout=300,
-    )
-    assert proc.returncode == 0, f"SavedModel reload failed:\n{proc.stderr[-3000:]}"
+    proc = run_isolated(_RELOAD_SCRIPT, export_dir, in_path, out_path, cwd=tmp)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["forbidden_modules"] == [], report
     with np.load(out_path) as data:

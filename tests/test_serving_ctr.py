@@ -1,7 +1,6 @@
 """Export of a CTR model for TF Serving, reloaded in a TensorFlow-only process."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from keras_attn.features import features_from_json, to_dataset
 from keras_attn.models import build_ctr_model
 from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export, latest_version, read_features_json
+from tests.harness import run_isolated
 
 # Runs in a fresh interpreter: TensorFlow alone serves the raw rows.
 _SERVE = r"""
@@ -90,17 +90,7 @@ def test_export_serves_raw_rows_in_a_tensorflow_only_process(trained, tmp_path):
         rows_path,
         **{k: v.astype(str) if v.dtype == object else v for k, v in feeds.items()},
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run(
-        [sys.executable, "-c", _SERVE, str(path), str(rows_path), str(out_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,  # keeps the checkout off sys.path
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_isolated(_SERVE, str(path), str(rows_path), str(out_path), cwd=tmp_path)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report == {"forbidden": [], "outputs": ["income", "marital"]}
     with np.load(out_path) as served:

@@ -10,9 +10,6 @@ them, runs the gRPC requests and the bad requests, and reports back.
 import base64
 import io
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -41,6 +38,7 @@ from keras_attn.serving import (
     to_arrays,
 )
 from keras_attn.text import SentenceTokenizer, Tokenizer, build_vocabulary
+from tests.harness import run_isolated
 
 pytestmark = pytest.mark.slow
 
@@ -324,17 +322,7 @@ def served(tmp_path_factory):
     }
     plan_path, report_path = tmp / "plan.json", tmp / "report.json"
     plan_path.write_text(json.dumps(plan), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run(
-        [sys.executable, "-c", _SERVER, str(plan_path), str(report_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,  # keeps the checkout off sys.path
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_isolated(_SERVER, str(plan_path), str(report_path), cwd=tmp)
     report = json.loads(report_path.read_text())
     return {
         "report": report,

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from keras_attn.models.text import (
     export_text_classifier,
 )
 from keras_attn.text import SentenceTokenizer, Tokenizer, build_vocabulary
+from tests.harness import run_isolated
 
 # Runs in a fresh interpreter that imports TensorFlow and tensorflow-text alone.
 _RELOAD = r"""
@@ -151,17 +150,7 @@ def test_raw_text_export_reloads_in_tensorflow_text_only_process(kind, tmp_path)
 
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(QUERIES, ensure_ascii=False), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run(
-        [sys.executable, "-c", _RELOAD, str(path), str(texts_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,  # keeps the checkout off sys.path
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_isolated(_RELOAD, str(path), str(texts_path), cwd=tmp_path)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["forbidden"] == [], report
     assert report["inputs"] == ["text"]

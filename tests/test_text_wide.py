@@ -1,10 +1,7 @@
 """The wide part (hashed n-grams, a linear model) and fit_text_classifier's defaults."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,6 +22,7 @@ from keras_attn.text.train import (
     corpus_limits,
     fit_text_classifier,
 )
+from tests.harness import run_isolated
 from tests.test_text_serving import _RELOAD, QUERIES, TRAIN
 
 # Plain ASCII with sentence ends and punctuation: the Python rule below applies.
@@ -231,17 +229,7 @@ def test_wide_export_takes_raw_strings_and_reloads_in_tensorflow_text_only(tmp_p
     )
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(QUERIES, ensure_ascii=False), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run(
-        [sys.executable, "-c", _RELOAD, str(path), str(texts_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_isolated(_RELOAD, str(path), str(texts_path), cwd=tmp_path)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["forbidden"] == [] and report["inputs"] == ["text"]
     np.testing.assert_allclose(report["probabilities"], expected, atol=1e-5)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
+
+from tests.harness import run_isolated
 
 _SCRIPT = r"""
 import json, sys
@@ -45,17 +45,7 @@ def call_in_tensorflow_only_process(
     with tempfile.TemporaryDirectory() as tmp:
         in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
         np.savez(in_path, **{k: np.asarray(v) for k, v in feeds.items()})
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        proc = subprocess.run(
-            [sys.executable, "-c", _SCRIPT, export_dir, signature, in_path, out_path],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp,  # so the project checkout is not on sys.path
-            timeout=300,
-        )
-        assert proc.returncode == 0, f"reload failed:\n{proc.stderr[-3000:]}"
+        proc = run_isolated(_SCRIPT, export_dir, signature, in_path, out_path, cwd=tmp)
         report = json.loads(proc.stdout.strip().splitlines()[-1])
         assert report["forbidden_modules"] == [], report
         with np.load(out_path, allow_pickle=False) as data:
