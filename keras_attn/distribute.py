@@ -540,23 +540,42 @@ def completed_epochs(backup_dir) -> int:
 class _EpochRecord(keras.callbacks.Callback):
     """Writes the number of finished epochs next to `BackupAndRestore`'s files
     (after its backup of that epoch), so a restart knows which data order to
-    resume with; removes it when training ends, as `BackupAndRestore` does its own."""
+    resume with; removes it when training ends, as `BackupAndRestore` does its own.
+
+    Under a multi-worker strategy every worker gets the same `backup_dir`, so only
+    the chief writes and removes the record (as `BackupAndRestore` writes its
+    checkpoint there from the chief only); every worker reads it on restart.
+    """
 
     def __init__(self, backup_dir):
         super().__init__()
         self.backup_dir = str(backup_dir)
 
+    def _is_chief(self) -> bool:
+        strategy = getattr(self.model, "distribute_strategy", None)
+        if strategy is None:
+            strategy = tf.distribute.get_strategy()
+        return bool(getattr(strategy.extended, "should_checkpoint", True))
+
     def on_epoch_end(self, epoch, logs=None):
+        if not self._is_chief():
+            return
         os.makedirs(self.backup_dir, exist_ok=True)
         path = os.path.join(self.backup_dir, _EPOCHS_FILE)
-        with open(path + ".tmp", "w") as f:
+        # A name of this process's own: two writers never share a temporary file.
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
             json.dump({"epochs": epoch + 1}, f)
-        os.replace(path + ".tmp", path)  # atomic: a kill leaves the old or new one
+        os.replace(tmp, path)  # atomic: a kill leaves the old or new one
 
     def on_train_end(self, logs=None):
+        if not self._is_chief():
+            return
         path = os.path.join(self.backup_dir, _EPOCHS_FILE)
-        if os.path.exists(path):
+        try:
             os.remove(path)
+        except FileNotFoundError:
+            pass
 
 
 def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:

@@ -5,6 +5,7 @@ No server is started here: the choices are read from fake `TF_CONFIG` values.
 """
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -183,6 +184,31 @@ def test_fit_callbacks_and_completed_epochs(tmp_path):
     assert distribute.completed_epochs(tmp_path / "b") == 0
     with pytest.raises(ValueError, match=r"`backup_dir` must be a directory"):
         distribute.fit_callbacks(None, backup_dir=3)
+
+
+def test_epoch_record_is_written_by_the_chief_only(tmp_path):
+    # Every worker of a multi-worker job gets the same backup_dir: a worker that is
+    # not the chief neither writes nor removes the record (two writers raced on one
+    # temporary file before).
+    chief, worker = (
+        distribute.fit_callbacks(None, backup_dir=tmp_path)[-1] for _ in range(2)
+    )
+    for callback, should_checkpoint in ((chief, True), (worker, False)):
+        strategy = SimpleNamespace(
+            extended=SimpleNamespace(should_checkpoint=should_checkpoint)
+        )
+        callback.set_model(SimpleNamespace(distribute_strategy=strategy))
+    worker.on_epoch_end(0)
+    assert distribute.completed_epochs(tmp_path) == 0
+    chief.on_epoch_end(0)
+    worker.on_epoch_end(1)
+    assert distribute.completed_epochs(tmp_path) == 1
+    worker.on_train_end()
+    assert distribute.completed_epochs(tmp_path) == 1
+    chief.on_train_end()
+    chief.on_train_end()  # already removed: no error
+    assert distribute.completed_epochs(tmp_path) == 0
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
 
 
 def test_distribute_dataset_checks_the_batch():
