@@ -52,22 +52,26 @@ def _same_batch(inputs: dict) -> dict:
     """The inputs, behind a check that they all have one batch size.
 
     A request whose inputs have different batch sizes fails with InvalidArgument
-    naming the input, before any layer sees it.
+    naming the first input whose size differs, before any layer sees it. One
+    assertion for all the inputs (a CTR export has dozens): at batch 1 the graph's
+    time is mostly per-node overhead, and one check per input cost ~6 nodes each.
     """
     names = sorted(inputs)
     if len(names) < 2:
         return inputs
-    batch = tf.shape(inputs[names[0]])[0]
-    checks = [
-        tf.debugging.assert_equal(
-            tf.shape(inputs[name])[0],
-            batch,
-            # Backticks: the Assert op escapes quotes in its message.
-            message=f"Input `{name}` must have the batch size of input `{names[0]}`",
-        )
-        for name in names[1:]
-    ]
-    with tf.control_dependencies(checks):
+    sizes = tf.stack([tf.shape(inputs[name])[0] for name in names])  # (inputs,)
+    differs = tf.not_equal(sizes, sizes[0])
+    first = tf.argmax(tf.cast(differs, tf.int32))
+    # Backticks: the Assert op escapes quotes in its message.
+    message = tf.strings.join(
+        [
+            "Input `",
+            tf.gather(tf.constant(names), first),
+            f"` must have the batch size of input `{names[0]}`",
+        ]
+    )
+    check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [message])
+    with tf.control_dependencies([check]):
         return {name: tf.identity(value) for name, value in inputs.items()}
 
 
