@@ -3,8 +3,8 @@
 import numpy as np
 
 from keras_attn.backend import keras, tf
-from keras_attn.models.text import build_aoa_reader
-from keras_attn.text.layers import CandidateSum
+from keras_attn.layers.text import CandidateSum
+from keras_attn.models import build_aoa_reader
 
 
 def _feeds(doc, query, cands):

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from keras_attn.cli import build_parser, main
+from keras_attn.cli.quickstart import SENTENCES
 from keras_attn.datasets import load_census_sample
-from keras_attn.quickstart_text import SENTENCES
 from keras_attn.serving import read_features_json
 
 

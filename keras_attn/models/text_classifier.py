@@ -1,5 +1,7 @@
 """One call from raw documents to a trained text classifier (used by the CLI, the
-quickstart, the benchmark and the notebooks)."""
+quickstart, the benchmark and the notebooks): `fit_text_classifier` returns a
+`TextClassifier`, the model with its tokenizer and class names
+(`keras_attn.serving.export` writes one for TF Serving)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from keras_attn import distribute
 from keras_attn._validation import check_choice
 from keras_attn.backend import keras, tf
+from keras_attn.layers.text import HashedNgrams
+from keras_attn.models.han import build_han_classifier
+from keras_attn.models.text import (
+    build_text_serving_model,
+    compile_text_classifier,
+    wide_layer,
+)
+from keras_attn.models.transformer_classifier import build_transformer_classifier
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
     Tokenizer,
@@ -59,29 +70,9 @@ class TextClassifier:
     settings: dict = field(default_factory=dict)
 
     def serving_model(self):
-        """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`)."""
-        from keras_attn.models.text import build_text_serving_model
-
+        """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`);
+        `keras_attn.serving.export(classifier, base_dir)` exports it."""
         return build_text_serving_model(self.model, self.tokenizer, self.class_names)
-
-    def export(
-        self, base_dir, version=None, overwrite=False, warmup=None, explain=False
-    ):
-        """Exports for TF Serving as `base_dir/<version>/`; returns the path.
-
-        `warmup` (raw strings) and `explain` as for `export_text_classifier`."""
-        from keras_attn.models.text import export_text_classifier
-
-        return export_text_classifier(
-            self.model,
-            self.tokenizer,
-            base_dir,
-            version=version,
-            class_names=self.class_names,
-            overwrite=overwrite,
-            warmup=warmup,
-            explain=explain,
-        )
 
     def model_inputs(self, texts):
         """The model's inputs for raw strings: token ids, and n-gram ids when wide.
@@ -89,8 +80,6 @@ class TextClassifier:
         These are what training fed the model (and what `han_attention_model` of
         it takes).
         """
-        from keras_attn.models.text import wide_layer
-
         texts = tf.constant(list(texts))
         ids = self.tokenizer(texts)
         wide = wide_layer(self.model)
@@ -193,8 +182,6 @@ def corpus_limits(
     >>> corpus_limits(["One two. Three.", "Four five six."], percentile=100)
     {'max_sentences': 2, 'max_words': 4, 'sequence_length': 5, 'max_ngrams': 8}
     """
-    from keras_attn.text.layers import HashedNgrams
-
     if (
         isinstance(percentile, bool)
         or not isinstance(percentile, (int, float))
@@ -372,14 +359,6 @@ def fit_text_classifier(
     >>> clf.predict(["A wonderful, moving film."])[0] in ("neg", "pos")
     True
     """
-    from keras_attn import distribute
-    from keras_attn.models.text import (
-        build_han_classifier,
-        build_transformer_classifier,
-        compile_text_classifier,
-        wide_layer,
-    )
-
     check_choice("model", model, MODELS)
     _check_pairs("texts", texts, "labels", labels)
     if validation_texts is not None or validation_labels is not None:
