@@ -62,6 +62,10 @@ def test_outputs_keyed_by_task_and_finite_on_bad_rows(kwargs):
     specs = infer_features(df, labels=["click", "buy"])
     model = build_ctr_model(specs, ["click", "buy"], **TINY, **kwargs)
     assert sorted(t.name.split(":")[0] for t in model.inputs) == ["age", "city"]
+    # The flat arguments became the model's parts.
+    assert len(model.interaction) == kwargs.get("interacting_layers", 0)
+    block = {"mmoe": "MMoE", "ple": "PLE", "shared_bottom": "Sequential"}
+    assert type(model.multitask).__name__ == block[kwargs.get("multitask", "mmoe")]
     out = model(_rows())
     assert sorted(out) == ["buy", "click"]
     for v in out.values():
@@ -160,6 +164,7 @@ def test_keras_save_and_reload_gives_the_same_outputs(tmp_path):
     path = os.path.join(tmp_path, "ctr.keras")
     model.save(path)
     reloaded = keras.models.load_model(path)
+    assert type(reloaded) is type(model)
     for name, value in model(_rows()).items():
         np.testing.assert_allclose(reloaded(_rows())[name].numpy(), value.numpy())
 

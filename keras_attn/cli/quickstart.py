@@ -160,9 +160,9 @@ def run_text_quickstart(
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the tokenizer ops of the export)
 
-    from keras_attn.models import fit_text_classifier, stratified_split
+    from keras_attn.models import fit_text_classifier
     from keras_attn.serving import export, load_serving_fn
-    from keras_attn.text import load_review_sample
+    from keras_attn.text import load_review_sample, stratified_split
 
     start = time.time()
     texts, labels = load_review_sample()

@@ -58,7 +58,6 @@ from keras_attn.models.text_classifier import (
     TextClassifier,
     corpus_limits,
     fit_text_classifier,
-    stratified_split,
 )
 from keras_attn.models.transformer_classifier import (
     TransformerClassifier,
@@ -109,6 +108,5 @@ __all__ = [
     "han_attention_model",
     "load_bert_checkpoint",
     "split_ctr_model",
-    "stratified_split",
     "wide_layer",
 ]

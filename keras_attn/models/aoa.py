@@ -13,7 +13,7 @@ from keras_attn._validation import check_positive_int, check_rate
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.aoa import AttentionOverAttention
 from keras_attn.layers.text import CandidateSum, PredictedLabel, TokenMask
-from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.text.cloze import (
     ClozeQuestion,
     cloze_accuracy,
@@ -81,15 +81,10 @@ class AoAReader(FunctionalModel):
         name: str = "aoa_reader",
         **kwargs,
     ):
+        arguments = arguments_of(locals())
         for arg in ("vocabulary_size", "embedding_dim", "units"):
             check_positive_int(arg, locals()[arg])
         check_rate("dropout", dropout)
-        arguments = {
-            "vocabulary_size": vocabulary_size,
-            "embedding_dim": embedding_dim,
-            "units": units,
-            "dropout": dropout,
-        }
         parts = Parts(
             document_mask=TokenMask(name="document_mask"),
             query_mask=TokenMask(name="query_mask"),
@@ -143,32 +138,16 @@ class AoAReader(FunctionalModel):
         )
 
 
-def build_aoa_reader(
-    vocabulary_size: int,
-    embedding_dim: int = 128,
-    units: int = 128,
-    dropout: float = 0.1,
-    name: str = "aoa_reader",
-) -> AoAReader:
-    """An `AoAReader` (the arguments are its constructor's).
+def build_aoa_reader(*args, **kwargs) -> AoAReader:
+    """`build_aoa_reader(...)` is `AoAReader(...)`: the same arguments.
 
     Example:
 
-    >>> import numpy as np
     >>> reader = build_aoa_reader(30, embedding_dim=8, units=4)
-    >>> out = reader({"document_ids": np.ones((2, 7), "int32"),
-    ...               "query_ids": np.ones((2, 3), "int32"),
-    ...               "candidate_ids": np.ones((2, 4), "int32")})
-    >>> out["label"].shape
-    TensorShape([2])
+    >>> type(reader).__name__, reader.get_config()["units"]
+    ('AoAReader', 4)
     """
-    return AoAReader(
-        vocabulary_size,
-        embedding_dim=embedding_dim,
-        units=units,
-        dropout=dropout,
-        name=name,
-    )
+    return AoAReader(*args, **kwargs)
 
 
 def candidate_crossentropy(y_true, y_pred):

@@ -15,7 +15,14 @@ import copy
 
 from keras_attn.backend import keras
 
-__all__ = ["FunctionalModel", "Parts"]
+__all__ = ["FunctionalModel", "Parts", "arguments_of"]
+
+
+def arguments_of(local_variables: dict) -> dict:
+    """A constructor's arguments from its `locals()`, taken first thing in
+    `__init__` (without `self`, `name` and `**kwargs`, which Keras handles)."""
+    skip = ("self", "name", "kwargs", "__class__")
+    return {k: v for k, v in local_variables.items() if k not in skip}
 
 
 class Parts:

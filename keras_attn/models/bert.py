@@ -6,8 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from keras_attn._validation import (
-    check_bool,
-    check_divisible,
     check_finite,
     check_int,
     check_positive_int,
@@ -17,9 +15,9 @@ from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.position import PositionEmbedding
 from keras_attn.layers.text import SequencePooling, TokenMask
-from keras_attn.layers.transformer import TransformerEncoderBlock
-from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import head_layers
+from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
 
 __all__ = [
     "BertBackbone",
@@ -103,56 +101,28 @@ class BertBackbone(FunctionalModel):
         name: str = "bert",
         **kwargs,
     ):
-        for arg in ("vocabulary_size", "sequence_length", "hidden_dim", "num_layers"):
-            check_positive_int(arg, locals()[arg])
-        check_positive_int("num_heads", num_heads)
+        arguments = arguments_of(locals())
+        # The encoder's settings are checked where its parts are made.
+        check_positive_int("sequence_length", sequence_length)
         check_positive_int("type_vocabulary_size", type_vocabulary_size)
-        check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
-        check_positive_int("embedding_dim", embedding_dim, allow_none=True)
-        check_rate("dropout", dropout)
         check_finite(
             "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
         )
-        check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads)
-        check_bool("share_layers", share_layers)
-        arguments = {
-            "vocabulary_size": vocabulary_size,
-            "sequence_length": sequence_length,
-            "hidden_dim": hidden_dim,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "intermediate_dim": intermediate_dim,
-            "type_vocabulary_size": type_vocabulary_size,
-            "embedding_dim": embedding_dim,
-            "share_layers": share_layers,
-            "dropout": dropout,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "activation": activation,
-        }
 
         # Layers
-        if embedding_dim is None:
-            token_embedding = keras.layers.Embedding(
-                vocabulary_size, hidden_dim, name="token_embedding"
-            )
-        else:
-            token_embedding = FactorizedEmbedding(
-                vocabulary_size, embedding_dim, hidden_dim, name="token_embedding"
-            )
-        blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads,
-                intermediate_dim=intermediate_dim or 4 * hidden_dim,
-                dropout=dropout,
-                activation=activation,
-                layer_norm_epsilon=layer_norm_epsilon,
-                name=f"transformer_layer_{index}",
-            )
-            for index in range(1 if share_layers else num_layers)
-        ]
+        blocks = encoder_blocks(
+            num_layers,
+            share_layers,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            dropout,
+            activation,
+            layer_norm_epsilon,
+        )
         parts = Parts(
             token_mask=TokenMask(name="token_mask"),
-            token_embedding=token_embedding,
+            token_embedding=token_embedding(vocabulary_size, hidden_dim, embedding_dim),
             segment_embedding=keras.layers.Embedding(
                 type_vocabulary_size, hidden_dim, name="segment_embedding"
             ),
@@ -199,48 +169,16 @@ class BertBackbone(FunctionalModel):
             setattr(self, setting, value)
 
 
-def build_bert(
-    vocabulary_size: int,
-    sequence_length: int = 128,
-    hidden_dim: int = 256,
-    num_layers: int = 4,
-    num_heads: int = 4,
-    intermediate_dim: int | None = None,
-    type_vocabulary_size: int = 2,
-    embedding_dim: int | None = None,
-    share_layers: bool = False,
-    dropout: float = 0.1,
-    layer_norm_epsilon: float = 1e-12,
-    activation: str = "gelu_approximate",
-    name: str = "bert",
-) -> BertBackbone:
-    """A `BertBackbone` (the arguments are its constructor's).
+def build_bert(*args, **kwargs) -> BertBackbone:
+    """`build_bert(...)` is `BertBackbone(...)`: the same arguments.
 
     Example:
 
-    >>> import numpy as np
-    >>> bert = build_bert(100, sequence_length=8, hidden_dim=8, num_layers=2,
-    ...                   num_heads=2)
-    >>> ids = np.ones((2, 8), "int32")
-    >>> out = bert({"token_ids": ids, "segment_ids": np.zeros_like(ids)})
-    >>> out["pooled_output"].shape
-    TensorShape([2, 8])
+    >>> bert = build_bert(100, sequence_length=8, hidden_dim=8, num_heads=2)
+    >>> type(bert).__name__, bert.num_layers, bert.activation
+    ('BertBackbone', 4, 'gelu_approximate')
     """
-    return BertBackbone(
-        vocabulary_size,
-        sequence_length=sequence_length,
-        hidden_dim=hidden_dim,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_dim=intermediate_dim,
-        type_vocabulary_size=type_vocabulary_size,
-        embedding_dim=embedding_dim,
-        share_layers=share_layers,
-        dropout=dropout,
-        layer_norm_epsilon=layer_norm_epsilon,
-        activation=activation,
-        name=name,
-    )
+    return BertBackbone(*args, **kwargs)
 
 
 def check_backbone(backbone, name: str = "backbone") -> BertBackbone:

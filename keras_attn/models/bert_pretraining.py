@@ -56,6 +56,14 @@ class MaskedLMLoss(keras.losses.Loss):
     Call arguments:
         y_true: int `(batch, max_predictions)` original ids, 0 where unused.
         y_pred: float `(batch, max_predictions, vocabulary_size)` logits.
+
+    Example:
+
+    >>> import numpy as np
+    >>> logits = np.zeros((1, 2, 4), "float32")  # uniform over 4 ids
+    >>> loss = MaskedLMLoss()(np.array([[3, 0]]), logits)  # one masked slot
+    >>> round(float(loss), 4) == round(float(np.log(4)), 4)
+    True
     """
 
     def __init__(self, name: str = "masked_lm_loss", **kwargs):
@@ -85,7 +93,17 @@ class MaskedLMLoss(keras.losses.Loss):
 
 @register
 class MaskedLMAccuracy(keras.metrics.Metric):
-    """Share of masked slots (label != 0) whose arg-max logit is the label."""
+    """Share of masked slots (label != 0) whose arg-max logit is the label.
+
+    Example:
+
+    >>> import numpy as np
+    >>> metric = MaskedLMAccuracy()
+    >>> logits = np.eye(4, dtype="float32")[[[1, 2, 3]]]  # predicts 1, 2, 3
+    >>> metric.update_state(np.array([[1, 3, 0]]), logits)
+    >>> float(metric.result())  # 1 of the 2 masked slots
+    0.5
+    """
 
     def __init__(self, name: str = "accuracy", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -14,7 +14,7 @@ from keras_attn.layers.attention import ContextAttentionPooling
 from keras_attn.layers.position import SinusoidalPositionEncoding
 from keras_attn.layers.text import PerSentence, TokenMask
 from keras_attn.layers.transformer import TransformerEncoderBlock
-from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
     apply_head,
     classifier_inputs,
@@ -133,6 +133,7 @@ class HANClassifier(FunctionalModel):
         name: str = "han_classifier",
         **kwargs,
     ):
+        arguments = arguments_of(locals())
         for arg in ("vocabulary_size", "embedding_dim", "units", "attention_units"):
             check_positive_int(arg, locals()[arg])
         check_positive_int("num_heads", num_heads)
@@ -145,22 +146,6 @@ class HANClassifier(FunctionalModel):
         check_rate("embedding_dropout", embedding_dropout)
         if word_encoder == "transformer":
             check_divisible("embedding_dim", embedding_dim, "num_heads", num_heads)
-        arguments = {
-            "vocabulary_size": vocabulary_size,
-            "num_classes": num_classes,
-            "max_sentences": max_sentences,
-            "max_words": max_words,
-            "embedding_dim": embedding_dim,
-            "units": units,
-            "attention_units": attention_units,
-            "word_encoder": word_encoder,
-            "num_heads": num_heads,
-            "intermediate_dim": intermediate_dim,
-            "dropout": dropout,
-            "embedding_dropout": embedding_dropout,
-            "class_names": class_names,
-            "wide": wide,
-        }
 
         # Layers
         if word_encoder == "gru":
@@ -231,50 +216,16 @@ class HANClassifier(FunctionalModel):
         return keras.Model(inputs, outputs, name=f"{self.name}_attention")
 
 
-def build_han_classifier(
-    vocabulary_size: int,
-    num_classes: int,
-    max_sentences: int | None = None,
-    max_words: int | None = None,
-    embedding_dim: int = 100,
-    units: int = 50,
-    attention_units: int = 100,
-    word_encoder: str = "gru",
-    num_heads: int = 2,
-    intermediate_dim: int | None = None,
-    dropout: float = 0.5,
-    embedding_dropout: float = 0.25,
-    class_names: list[str] | None = None,
-    wide: bool | dict = False,
-    name: str = "han_classifier",
-) -> HANClassifier:
-    """A `HANClassifier` (the arguments are its constructor's).
+def build_han_classifier(*args, **kwargs) -> HANClassifier:
+    """`build_han_classifier(...)` is `HANClassifier(...)`: the same arguments.
 
     Example:
 
-    >>> import numpy as np
-    >>> model = build_han_classifier(50, 2, embedding_dim=8, units=4,
-    ...                              attention_units=8)
-    >>> model(np.ones((3, 4, 5), "int32"))["probabilities"].shape
-    TensorShape([3, 2])
+    >>> han = build_han_classifier(50, 2, embedding_dim=8, units=4, attention_units=8)
+    >>> type(han).__name__, han.get_config()["units"]
+    ('HANClassifier', 4)
     """
-    return HANClassifier(
-        vocabulary_size,
-        num_classes,
-        max_sentences=max_sentences,
-        max_words=max_words,
-        embedding_dim=embedding_dim,
-        units=units,
-        attention_units=attention_units,
-        word_encoder=word_encoder,
-        num_heads=num_heads,
-        intermediate_dim=intermediate_dim,
-        dropout=dropout,
-        embedding_dropout=embedding_dropout,
-        class_names=class_names,
-        wide=wide,
-        name=name,
-    )
+    return HANClassifier(*args, **kwargs)
 
 
 def han_attention_model(model):

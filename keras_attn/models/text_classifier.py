@@ -21,6 +21,7 @@ from keras_attn.models.text import (
     wide_layer,
 )
 from keras_attn.models.transformer_classifier import build_transformer_classifier
+from keras_attn.text.datasets import stratified_split
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
     Tokenizer,
@@ -37,7 +38,6 @@ __all__ = [
     "TextClassifier",
     "corpus_limits",
     "fit_text_classifier",
-    "stratified_split",
 ]
 
 MODELS = ("han", "transformer", "bert")
@@ -114,20 +114,6 @@ def _check_pairs(x_name, xs, y_name, ys):
             f"`{x_name}` and `{y_name}` must have the same length. Received: "
             f"{len(xs)} {x_name} and {len(ys)} {y_name}"
         )
-
-
-def stratified_split(labels, validation_fraction=0.2, seed=0):
-    """Indices `(train, validation)` of a split stratified by label."""
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    train, val = [], []
-    for value in sorted(set(labels.tolist())):
-        idx = np.flatnonzero(labels == value)
-        rng.shuffle(idx)
-        n_val = int(round(len(idx) * validation_fraction))
-        val.extend(idx[:n_val].tolist())
-        train.extend(idx[n_val:].tolist())
-    return np.array(sorted(train)), np.array(sorted(val))
 
 
 #: Model widths `fit_text_classifier` uses unless given (`**model_kwargs`): sized so

@@ -3,26 +3,18 @@ shared, or BERT-style with `[CLS]` pooling)."""
 
 from __future__ import annotations
 
-from keras_attn._validation import (
-    check_bool,
-    check_choice,
-    check_divisible,
-    check_int,
-    check_positive_int,
-    check_rate,
-)
+from keras_attn._validation import check_choice, check_int, check_positive_int
 from keras_attn.backend import keras, register
 from keras_attn.layers.attention import ContextAttentionPooling
-from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from keras_attn.layers.text import SequencePooling, TokenMask
-from keras_attn.layers.transformer import TransformerEncoderBlock
-from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
     apply_head,
     classifier_inputs,
     head_layers,
 )
+from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
 
 __all__ = [
     "POSITIONS",
@@ -108,60 +100,29 @@ class TransformerClassifier(FunctionalModel):
         name: str = "transformer_classifier",
         **kwargs,
     ):
-        for arg in ("vocabulary_size", "sequence_length", "hidden_dim", "num_layers"):
-            check_positive_int(arg, locals()[arg])
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
-        check_positive_int("embedding_dim", embedding_dim, allow_none=True)
+        arguments = arguments_of(locals())
+        # The encoder's settings are checked where its parts are made.
+        check_positive_int("sequence_length", sequence_length)
         check_int("num_classes", num_classes, minimum=2)
         check_choice("positions", positions, POSITIONS)
         check_choice("pooling", pooling, TRANSFORMER_POOLINGS)
-        check_rate("dropout", dropout)
-        check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads)
-        check_bool("share_layers", share_layers)
-        arguments = {
-            "vocabulary_size": vocabulary_size,
-            "num_classes": num_classes,
-            "sequence_length": sequence_length,
-            "hidden_dim": hidden_dim,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "intermediate_dim": intermediate_dim,
-            "embedding_dim": embedding_dim,
-            "positions": positions,
-            "share_layers": share_layers,
-            "pooling": pooling,
-            "dropout": dropout,
-            "activation": activation,
-            "class_names": class_names,
-            "wide": wide,
-        }
 
         # Layers
-        if embedding_dim is None:
-            token_embedding = keras.layers.Embedding(
-                vocabulary_size, hidden_dim, name="token_embedding"
-            )
-        else:
-            token_embedding = FactorizedEmbedding(
-                vocabulary_size, embedding_dim, hidden_dim, name="token_embedding"
-            )
         if positions == "sinusoidal":
             position_layer = SinusoidalPositionEncoding(name="position_encoding")
         else:
             position_layer = PositionEmbedding(
                 sequence_length, name="position_embedding"
             )
-        blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads,
-                intermediate_dim=intermediate_dim or 4 * hidden_dim,
-                dropout=dropout,
-                activation=activation,
-                name=f"transformer_layer_{index}",
-            )
-            for index in range(1 if share_layers else num_layers)
-        ]
+        blocks = encoder_blocks(
+            num_layers,
+            share_layers,
+            hidden_dim,
+            num_heads,
+            intermediate_dim,
+            dropout,
+            activation,
+        )
         if pooling == "attention":
             pooler = ContextAttentionPooling(hidden_dim, name="pooling")
         else:
@@ -169,7 +130,7 @@ class TransformerClassifier(FunctionalModel):
             pooler = SequencePooling(mode, name="pooling")
         parts = Parts(
             token_mask=TokenMask(name="token_mask"),
-            token_embedding=token_embedding,
+            token_embedding=token_embedding(vocabulary_size, hidden_dim, embedding_dim),
             position_embedding=position_layer,
             embeddings_add=keras.layers.Add(name="embeddings"),
             embeddings_norm=keras.layers.LayerNormalization(
@@ -214,49 +175,13 @@ class TransformerClassifier(FunctionalModel):
         self.class_names = None if class_names is None else list(class_names)
 
 
-def build_transformer_classifier(
-    vocabulary_size: int,
-    num_classes: int,
-    sequence_length: int,
-    hidden_dim: int = 128,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    intermediate_dim: int | None = None,
-    embedding_dim: int | None = None,
-    positions: str = "sinusoidal",
-    share_layers: bool = False,
-    pooling: str = "mean",
-    dropout: float = 0.1,
-    activation: str = "gelu",
-    class_names: list[str] | None = None,
-    wide: bool | dict = False,
-    name: str = "transformer_classifier",
-) -> TransformerClassifier:
-    """A `TransformerClassifier` (the arguments are its constructor's).
+def build_transformer_classifier(*args, **kwargs) -> TransformerClassifier:
+    """`build_transformer_classifier(...)` is `TransformerClassifier(...)`.
 
     Example:
 
-    >>> import numpy as np
-    >>> model = build_transformer_classifier(50, 3, sequence_length=8, hidden_dim=8,
-    ...                                      num_heads=2, pooling="layer_mean")
-    >>> model(np.ones((2, 8), "int32"))["probabilities"].shape
-    TensorShape([2, 3])
+    >>> model = build_transformer_classifier(50, 3, 8, hidden_dim=8, num_heads=2)
+    >>> type(model).__name__, model.get_config()["pooling"]
+    ('TransformerClassifier', 'mean')
     """
-    return TransformerClassifier(
-        vocabulary_size,
-        num_classes,
-        sequence_length,
-        hidden_dim=hidden_dim,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_dim=intermediate_dim,
-        embedding_dim=embedding_dim,
-        positions=positions,
-        share_layers=share_layers,
-        pooling=pooling,
-        dropout=dropout,
-        activation=activation,
-        class_names=class_names,
-        wide=wide,
-        name=name,
-    )
+    return TransformerClassifier(*args, **kwargs)

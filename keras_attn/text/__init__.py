@@ -15,6 +15,7 @@ from keras_attn.text.datasets import (
     load_chnsenticorp_htl,
     load_review_polarity,
     load_review_sample,
+    stratified_split,
 )
 from keras_attn.text.pretraining import (
     mask_tokens,
@@ -53,4 +54,5 @@ __all__ = [
     "pretraining_dataset",
     "split_sentences",
     "split_words",
+    "stratified_split",
 ]
