@@ -159,7 +159,13 @@ def _as_layer(value):
 
 
 def _serialize(layer):
-    return None if layer is None else keras.layers.serialize(layer)
+    if layer is None:
+        return None
+    config = keras.layers.serialize(layer)
+    # The model builds its parts by calling them; tf_keras would not record the
+    # input shape of a part that a config already built.
+    config.pop("build_config", None)
+    return config
 
 
 def _check_features(features, tasks) -> None:
