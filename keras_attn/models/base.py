@@ -44,12 +44,18 @@ class FunctionalModel(keras.Model):
     other objects among its arguments serializes them itself).
     """
 
-    def _init_functional(self, inputs, outputs, parts, arguments, name, **kwargs):
+    def _init_functional(
+        self, inputs, outputs, parts, arguments, name, settings=(), **kwargs
+    ):
+        """`keras.Model.__init__(inputs, outputs)`, then the `parts` and the
+        `settings` (names of `arguments`) become attributes."""
         # Through the MRO, not `keras.Model.__init__` by name: the first call puts
         # `Functional` into the class's bases, and the next go straight to it.
         super().__init__(inputs, outputs, name=name, **kwargs)
         for attribute, layer in vars(parts).items():
             setattr(self, attribute, layer)
+        for setting in settings:
+            setattr(self, setting, copy.deepcopy(arguments[setting]))
         # Untracked: plain settings, returned as they came by `get_config`.
         object.__setattr__(self, "_arguments", dict(arguments))
 

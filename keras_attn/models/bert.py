@@ -16,7 +16,11 @@ from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.position import PositionEmbedding
 from keras_attn.layers.text import SequencePooling, TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
-from keras_attn.models.classifier_head import head_layers
+from keras_attn.models.classifier_head import (
+    CLASSIFIER_SETTINGS,
+    head_layers,
+    head_outputs,
+)
 from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
 
 __all__ = [
@@ -110,16 +114,7 @@ class BertBackbone(FunctionalModel):
         )
 
         # Layers
-        blocks = encoder_blocks(
-            num_layers,
-            share_layers,
-            hidden_dim,
-            num_heads,
-            intermediate_dim,
-            dropout,
-            activation,
-            layer_norm_epsilon,
-        )
+        blocks = encoder_blocks(arguments)
         parts = Parts(
             token_mask=TokenMask(name="token_mask"),
             token_embedding=token_embedding(vocabulary_size, hidden_dim, embedding_dim),
@@ -163,10 +158,9 @@ class BertBackbone(FunctionalModel):
             parts,
             arguments,
             name,
+            tuple(arguments),
             **kwargs,
         )
-        for setting, value in arguments.items():
-            setattr(self, setting, value)
 
 
 def build_bert(*args, **kwargs) -> BertBackbone:
@@ -255,20 +249,15 @@ class BertClassifier(FunctionalModel):
         ids = keras.Input(shape=(length,), dtype="int32", name="token_ids")
         segments = keras.Input(shape=(length,), dtype="int32", name="segment_ids")
         pooled = backbone({"token_ids": ids, "segment_ids": segments})["pooled_output"]
-        probabilities = parts.output_dense(parts.classifier_dropout(pooled))
         self._init_functional(
             {"token_ids": ids, "segment_ids": segments},
-            {
-                "probabilities": probabilities,
-                "label": parts.predicted_label(probabilities),
-            },
+            head_outputs(parts, parts.classifier_dropout(pooled)),
             parts,
             arguments,
             name,
+            CLASSIFIER_SETTINGS,
             **kwargs,
         )
-        self.num_classes = num_classes
-        self.class_names = None if class_names is None else list(class_names)
 
     def get_config(self):
         return {

@@ -14,7 +14,14 @@ from keras_attn._validation import check_class_names
 from keras_attn.backend import keras
 from keras_attn.layers.text import NgramLinear, PredictedLabel
 
-__all__ = ["apply_head", "classifier_inputs", "head_layers", "wide_layer"]
+__all__ = [
+    "CLASSIFIER_SETTINGS",
+    "apply_head",
+    "classifier_inputs",
+    "head_layers",
+    "head_outputs",
+    "wide_layer",
+]
 
 
 def head_layers(num_classes: int, class_names=None, wide=False) -> dict:
@@ -67,6 +74,19 @@ def apply_head(head, features, ngram_ids=None):
         return head.output_dense(features)
     logits = head.logits_add([head.output_dense(features), head.wide(ngram_ids)])
     return head.softmax(logits)
+
+
+def head_outputs(head, features, ngram_ids=None) -> dict:
+    """A classifier's outputs: `{"probabilities", "label"}` (see `apply_head`)."""
+    probabilities = apply_head(head, features, ngram_ids)
+    return {
+        "probabilities": probabilities,
+        "label": head.predicted_label(probabilities),
+    }
+
+
+#: The settings a classifier keeps as attributes.
+CLASSIFIER_SETTINGS = ("num_classes", "class_names")
 
 
 def classifier_inputs(token_shape, wide):

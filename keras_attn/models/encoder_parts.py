@@ -30,39 +30,32 @@ def token_embedding(vocabulary_size: int, hidden_dim: int, embedding_dim=None):
     )
 
 
-def encoder_blocks(
-    num_layers: int,
-    share_layers: bool,
-    hidden_dim: int,
-    num_heads: int,
-    intermediate_dim=None,
-    dropout: float = 0.1,
-    activation: str = "gelu",
-    layer_norm_epsilon: float = 1e-5,
-) -> list:
-    """The distinct `TransformerEncoderBlock`s: `num_layers`, or one shared.
+def encoder_blocks(settings: dict) -> list:
+    """The distinct `TransformerEncoderBlock`s of an encoder's `settings` (its
+    constructor's arguments): `num_layers` of them, or one with `share_layers`.
 
-    The feed-forward width defaults to `4 * hidden_dim`; block `i` is named
+    Reads `num_layers`, `share_layers`, `hidden_dim`, `num_heads`,
+    `intermediate_dim` (None: `4 * hidden_dim`), `dropout`, `activation` and
+    `layer_norm_epsilon` (1e-5 when absent); block `i` is named
     `transformer_layer_{i}` (the roles of Google's BERT checkpoint).
     """
-    for name, value in (
-        ("num_layers", num_layers),
-        ("hidden_dim", hidden_dim),
-        ("num_heads", num_heads),
-    ):
-        check_positive_int(name, value)
-    check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
-    check_rate("dropout", dropout)
+    for name in ("num_layers", "hidden_dim", "num_heads"):
+        check_positive_int(name, settings[name])
+    hidden_dim, num_heads = settings["hidden_dim"], settings["num_heads"]
+    check_positive_int(
+        "intermediate_dim", settings["intermediate_dim"], allow_none=True
+    )
+    check_rate("dropout", settings["dropout"])
     check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads)
-    check_bool("share_layers", share_layers)
+    share = check_bool("share_layers", settings["share_layers"])
     return [
         TransformerEncoderBlock(
             num_heads=num_heads,
-            intermediate_dim=intermediate_dim or 4 * hidden_dim,
-            dropout=dropout,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
+            intermediate_dim=settings["intermediate_dim"] or 4 * hidden_dim,
+            dropout=settings["dropout"],
+            activation=settings["activation"],
+            layer_norm_epsilon=settings.get("layer_norm_epsilon", 1e-5),
             name=f"transformer_layer_{index}",
         )
-        for index in range(1 if share_layers else num_layers)
+        for index in range(1 if share else settings["num_layers"])
     ]

@@ -16,9 +16,11 @@ from keras_attn.layers.text import PerSentence, TokenMask
 from keras_attn.layers.transformer import TransformerEncoderBlock
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
+    CLASSIFIER_SETTINGS,
     apply_head,
     classifier_inputs,
     head_layers,
+    head_outputs,
 )
 
 __all__ = [
@@ -31,12 +33,12 @@ __all__ = [
 WORD_ENCODERS = ("gru", "transformer")
 
 
-def _forward(han, ids, ngram_ids=None):
-    """Runs HAN's layers (attributes of `han`) on `ids`.
+def _encode(han, ids):
+    """Runs HAN's encoders (attributes of `han`) on `ids`.
 
     Masks are passed explicitly (not through Keras mask propagation), so both Keras
-    generations see the same graph. Returns the document probabilities and both
-    levels of attention weights.
+    generations see the same graph. Returns the document vector (after dropout) and
+    both levels of attention weights.
     """
     word_mask = han.word_mask(ids)  # (batch, sentences, words)
     sentence_mask = han.sentence_mask(ids)  # (batch, sentences)
@@ -52,8 +54,7 @@ def _forward(han, ids, ngram_ids=None):
     document, sentence_weights = han.sentence_attention(
         sentences, mask=sentence_mask, return_attention_scores=True
     )
-    document = han.document_dropout(document)
-    return apply_head(han, document, ngram_ids), word_weights, sentence_weights
+    return han.document_dropout(document), word_weights, sentence_weights
 
 
 @register
@@ -192,14 +193,11 @@ class HANClassifier(FunctionalModel):
         inputs, ids, ngram_ids = classifier_inputs(
             (max_sentences, max_words), parts.wide
         )
-        probabilities, _, _ = _forward(parts, ids, ngram_ids)
-        outputs = {
-            "probabilities": probabilities,
-            "label": parts.predicted_label(probabilities),
-        }
-        self._init_functional(inputs, outputs, parts, arguments, name, **kwargs)
-        self.num_classes = num_classes
-        self.class_names = None if class_names is None else list(class_names)
+        document = _encode(parts, ids)[0]
+        outputs = head_outputs(parts, document, ngram_ids)
+        self._init_functional(
+            inputs, outputs, parts, arguments, name, CLASSIFIER_SETTINGS, **kwargs
+        )
 
     def attention_model(self):
         """A model (sharing the weights) from the same inputs to
@@ -207,9 +205,9 @@ class HANClassifier(FunctionalModel):
         "sentence_attention": (batch, sentences)}`, for plotting."""
         token_shape = (self._arguments["max_sentences"], self._arguments["max_words"])
         inputs, ids, ngram_ids = classifier_inputs(token_shape, self.wide)
-        probabilities, words, sentences = _forward(self, ids, ngram_ids)
+        document, words, sentences = _encode(self, ids)
         outputs = {
-            "probabilities": probabilities,
+            "probabilities": apply_head(self, document, ngram_ids),
             "word_attention": words,
             "sentence_attention": sentences,
         }

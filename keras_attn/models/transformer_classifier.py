@@ -10,9 +10,10 @@ from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEnco
 from keras_attn.layers.text import SequencePooling, TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
-    apply_head,
+    CLASSIFIER_SETTINGS,
     classifier_inputs,
     head_layers,
+    head_outputs,
 )
 from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
 
@@ -114,15 +115,7 @@ class TransformerClassifier(FunctionalModel):
             position_layer = PositionEmbedding(
                 sequence_length, name="position_embedding"
             )
-        blocks = encoder_blocks(
-            num_layers,
-            share_layers,
-            hidden_dim,
-            num_heads,
-            intermediate_dim,
-            dropout,
-            activation,
-        )
+        blocks = encoder_blocks(arguments)
         if pooling == "attention":
             pooler = ContextAttentionPooling(hidden_dim, name="pooling")
         else:
@@ -164,15 +157,10 @@ class TransformerClassifier(FunctionalModel):
             pooled = pooler(x)
         else:
             pooled = pooler(x, mask=mask)
-        pooled = parts.pooled_dropout(pooled)
-        probabilities = apply_head(parts, pooled, ngram_ids)
-        outputs = {
-            "probabilities": probabilities,
-            "label": parts.predicted_label(probabilities),
-        }
-        self._init_functional(inputs, outputs, parts, arguments, name, **kwargs)
-        self.num_classes = num_classes
-        self.class_names = None if class_names is None else list(class_names)
+        outputs = head_outputs(parts, parts.pooled_dropout(pooled), ngram_ids)
+        self._init_functional(
+            inputs, outputs, parts, arguments, name, CLASSIFIER_SETTINGS, **kwargs
+        )
 
 
 def build_transformer_classifier(*args, **kwargs) -> TransformerClassifier:
