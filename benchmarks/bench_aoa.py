@@ -46,9 +46,9 @@ def _documents(name: str):
 
 
 def run(args) -> dict:
+    from keras_attn.models import fit_aoa_reader
     from keras_attn.text.cloze import (
         build_cloze_vocabulary,
-        fit_aoa_reader,
         make_cloze_questions,
         most_frequent_candidate,
         tokenize_documents,

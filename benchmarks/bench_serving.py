@@ -91,13 +91,11 @@ def _clean_env() -> dict:
 def build_exports(folder: Path) -> dict:
     """The quickstart's two exports, with explain signatures; returns their paths and
     a few raw rows of each as `{name: {dtype, values}}`."""
+    from keras_attn.cli.quickstart import SETTINGS
     from keras_attn.datasets import census_features, census_tasks, load_census_sample
-    from keras_attn.models import build_ctr_model
-    from keras_attn.models.ctr import fit_ctr_model
-    from keras_attn.quickstart_text import SETTINGS
+    from keras_attn.models import build_ctr_model, fit_ctr_model, fit_text_classifier
     from keras_attn.serving import export, signature_dtypes, to_arrays
     from keras_attn.text.datasets import load_review_sample
-    from keras_attn.text.train import fit_text_classifier
 
     df = load_census_sample()
     specs, tasks = census_features(df), census_tasks()
@@ -125,7 +123,7 @@ def build_exports(folder: Path) -> dict:
     clf = fit_text_classifier(
         texts, labels, model="han", epochs=1, patience=None, verbose=0, **SETTINGS
     )
-    han = clf.export(folder / "review_han", explain=True)
+    han = export(clf, folder / "review_han", explain=True)
     han_feeds = {"text": {"dtype": "string", "values": list(texts[:64])}}
     return {"ctr": (ctr, ctr_feeds), "han": (han, han_feeds)}
 

@@ -5,7 +5,7 @@ reviews, 2 classes), ag_news (English news, 4 topics) and chnsenticorp_htl (Chin
 hotel reviews, 2 classes); a data set whose file is absent is skipped with a message.
 
 - Each dev file gets one fixed test part, a stratified 20 % (seed 0,
-  `keras_attn.text.train.stratified_split`), used for nothing but the final score:
+  `keras_attn.text.stratified_split`), used for nothing but the final score:
   not for early stopping, not for choosing a model or a setting.
 - Every model is fitted on the other 80 %. `fit_text_classifier` is called with its
   defaults and the data only (`model=` and, for the rows without a wide part,
@@ -84,7 +84,7 @@ def load(name: str):
 
 def split(texts, labels, limit: int | None = None):
     """The fixed test part: `(xtr, ytr, xte, yte)`, 80/20 stratified, seed 0."""
-    from keras_attn.text.train import stratified_split
+    from keras_attn.text import stratified_split
 
     train, test = stratified_split(labels, 0.2, seed=0)
     if limit:
@@ -125,7 +125,7 @@ def tfidf_lr(name, xtr, ytr, xte, yte) -> dict:
 
 def neural(key, xtr, ytr, xte, yte, quick=False, verbose=0) -> dict:
     """One `fit_text_classifier` default fit, scored on the test part."""
-    from keras_attn.text.train import fit_text_classifier
+    from keras_attn.models import fit_text_classifier
 
     model, extra = MODELS[key]
     if quick:
@@ -169,8 +169,9 @@ WIDE_CHOICES = (
 def select_wide(name="review_polarity", epochs=15) -> list[dict]:
     """`NgramLinear` + softmax alone, Adam at each (combiner, dropout, rate)."""
     from keras_attn.backend import keras
-    from keras_attn.text.layers import HashedNgrams, NgramLinear
-    from keras_attn.text.train import _tokenize_all, stratified_split
+    from keras_attn.layers.text import HashedNgrams, NgramLinear
+    from keras_attn.models.text_classifier import _tokenize_all
+    from keras_attn.text import stratified_split
 
     xtr, ytr, _, _ = split(*load(name))
     inner, held = stratified_split(ytr, 0.2, seed=1)

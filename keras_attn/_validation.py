@@ -14,6 +14,7 @@ __all__ = [
     "check_batch_sizes",
     "check_bool",
     "check_choice",
+    "check_class_names",
     "check_divisible",
     "check_finite",
     "check_ids",
@@ -127,6 +128,15 @@ def check_choice(name: str, value, choices, where=None):
     if not ok:
         _fail(name, f"one of {choices}", value, where)
     return value
+
+
+def check_class_names(class_names, num_classes: int):
+    """`class_names` must be None or a list of `num_classes` names."""
+    if class_names is None:
+        return None
+    if isinstance(class_names, (str, bytes)) or len(class_names) != num_classes:
+        _fail("class_names", f"a list of num_classes={num_classes} names", class_names)
+    return [str(c) for c in class_names]
 
 
 def check_divisible(name: str, value, divisor_name: str, divisor) -> None:

@@ -46,6 +46,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from keras_attn.backend import keras, tf
+from keras_attn.features.dataset import to_dataset
+from keras_attn.models.ctr import _as_tasks, split_ctr_model
 
 __all__ = [
     "ShardedAdagrad",
@@ -279,7 +281,7 @@ def fit_ctr_with_coordinator(
     seed: int | None = None,
     timeout: float = 600,
 ) -> list[float]:
-    """Trains a `build_ctr_model` model on a parameter-server cluster.
+    """Trains a `CTRModel` on a parameter-server cluster.
 
     The DataFrame is encoded once in the coordinator by the model's preprocessing
     (`split_ctr_model`); each worker reads shuffled, repeated batches of the encoded
@@ -288,7 +290,8 @@ def fit_ctr_with_coordinator(
     exported from the coordinator (`keras_attn.serving.export`).
 
     Args:
-        model: a model from `build_ctr_model`, built inside the strategy's scope.
+        model: a `CTRModel` (from `build_ctr_model`), built inside the strategy's
+            scope.
         features: its feature specs.
         tasks: its tasks (`Task`s or names); the loss is the sum of each task's
             loss times its `loss_weight`.
@@ -303,9 +306,6 @@ def fit_ctr_with_coordinator(
     Returns:
         The loss of each step.
     """
-    from keras_attn.features.dataset import to_dataset
-    from keras_attn.models.ctr import _as_tasks, split_ctr_model
-
     tasks = _as_tasks(tasks)
     if len(data) < batch_size:
         raise ValueError(

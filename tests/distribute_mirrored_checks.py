@@ -177,7 +177,7 @@ def han_check():
 
 
 def fit_text_check():
-    from keras_attn.text.train import fit_text_classifier
+    from keras_attn.models import fit_text_classifier
 
     texts = ["good fine nice. very good.", "bad awful. not good at all."] * 8
     labels = ["pos", "neg"] * 8

@@ -357,9 +357,9 @@ def _ps_coordinator(args):
             expert_units=(8,),
             tower_units=(8,),
         )
-    table = model.get_layer("field_embedding").tables[0]
+    table = model.field_embedding.tables[0]
     table = getattr(table, "value", table) if KERAS_3 else table
-    shards = shard_variables([model.get_layer("field_embedding").tables[0]])
+    shards = shard_variables([model.field_embedding.tables[0]])
     info = {
         "table_class": type(table).__name__,
         "table_shape": list(table.shape),

@@ -1,19 +1,18 @@
 """keras_attn.text.cloze: cloze questions from documents, the most-frequent-candidate
-baseline, and the AoA reader trained on real reviews."""
+baseline, and the AoA reader (keras_attn.models.aoa) trained on real reviews."""
 
 import numpy as np
 import pytest
 
 from keras_attn.backend import keras, tf
+from keras_attn.models import candidate_crossentropy, fit_aoa_reader
 from keras_attn.text.cloze import (
     PLACEHOLDER,
     STOP_WORDS,
     ClozeQuestion,
     build_cloze_vocabulary,
-    candidate_crossentropy,
     cloze_accuracy,
     encode_cloze,
-    fit_aoa_reader,
     make_cloze_questions,
     most_frequent_candidate,
     tokenize_documents,

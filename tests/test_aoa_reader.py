@@ -3,8 +3,8 @@
 import numpy as np
 
 from keras_attn.backend import keras, tf
-from keras_attn.models.text import build_aoa_reader
-from keras_attn.text.layers import CandidateSum
+from keras_attn.layers.text import CandidateSum
+from keras_attn.models import build_aoa_reader
 
 
 def _feeds(doc, query, cands):
@@ -35,9 +35,7 @@ def test_reader_sums_aoa_scores_and_ignores_padding():
     feeds = _feeds([[3, 4, 5, 3, 6]], [[4, 7, 8]], [[3, 5, 9]])
     out = reader(feeds)
     probs = out["probabilities"].numpy()
-    scores_model = keras.Model(
-        reader.inputs, reader.get_layer("attention_over_attention").output
-    )
+    scores_model = keras.Model(reader.inputs, reader.attention_over_attention.output)
     s = np.asarray(scores_model(feeds))[0]
     np.testing.assert_allclose(probs[0], [s[0] + s[3], s[2], 0.0], rtol=1e-5)
     np.testing.assert_allclose(s.sum(), 1.0, rtol=1e-5)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_attn.backend import keras, tf
-from keras_attn.models.text import bert_checkpoint_map, build_bert, load_bert_checkpoint
+from keras_attn.models import bert_checkpoint_map, build_bert, load_bert_checkpoint
 from tests.test_transformer import _torch_encoder_layer
 
 V, P, H, INTER, LAYERS, HEADS = 23, 10, 8, 16, 2, 2
@@ -86,7 +86,7 @@ def test_every_checkpoint_weight_lands_where_it_should(tmp_path):
     # Every model weight got exactly one checkpoint variable.
     mapping = bert_checkpoint_map(model)
     assert len({id(v) for v in mapping.values()}) == len(model.weights)
-    block = model.get_layer("transformer_layer_1")
+    block = model.transformer_layers[1]
     # The per-head layout (hidden, heads, head_dim) is the (hidden, hidden) kernel.
     np.testing.assert_array_equal(
         block.attention.query_dense.kernel.numpy().reshape(H, H),
@@ -101,7 +101,7 @@ def test_every_checkpoint_weight_lands_where_it_should(tmp_path):
         values["bert/encoder/layer_1/output/dense/kernel"],
     )
     np.testing.assert_array_equal(
-        model.get_layer("position_embedding").position_embeddings.numpy(),
+        model.position_embedding.position_embeddings.numpy(),
         values["bert/embeddings/position_embeddings"],
     )
     # The embeddings output is LayerNorm(word + segment + position), checked in NumPy.
@@ -115,7 +115,7 @@ def test_every_checkpoint_weight_lands_where_it_should(tmp_path):
     expected = (emb - mean) / np.sqrt(var + 1e-12) * values[
         "bert/embeddings/LayerNorm/gamma"
     ] + values["bert/embeddings/LayerNorm/beta"]
-    probe = keras.Model(model.inputs, model.get_layer("embeddings_norm").output)
+    probe = keras.Model(model.inputs, model.embeddings_norm.output)
     padded = np.zeros((1, P), "int32")
     padded[0, :3] = ids
     got = probe({"token_ids": padded, "segment_ids": np.zeros_like(padded)})
@@ -128,11 +128,11 @@ def test_loaded_layer_matches_google_bert_layer_in_numpy(tmp_path):
     prefix, _ = _write_v1_checkpoint(tmp_path / "bert_model.ckpt")
     model = _bert(dropout=0.0)
     load_bert_checkpoint(model, prefix)
-    block = model.get_layer("transformer_layer_0")
+    block = model.transformer_layers[0]
     assert block.activation == "gelu_approximate"
     probe = keras.Model(
         model.inputs,
-        [model.get_layer("embeddings_norm").output, block.output],
+        [model.embeddings_norm.output, block.output],
     )
     ids = np.zeros((2, P), "int32")
     ids[0, :6], ids[1, :3] = [1, 5, 7, 2, 9, 3], [4, 8, 2]
@@ -153,7 +153,7 @@ def test_missing_variable_and_factorized_model_raise(tmp_path):
 
 def test_bert_sharing_has_one_block_of_weights():
     unshared, shared = _bert(), _bert(share_layers=True)
-    block = unshared.get_layer("transformer_layer_0").count_params()
+    block = unshared.transformer_layers[0].count_params()
     assert unshared.count_params() - shared.count_params() == (LAYERS - 1) * block
     ids = np.ones((2, P), "int32")
     out = shared({"token_ids": ids, "segment_ids": np.zeros_like(ids)})

@@ -11,11 +11,14 @@ from keras_attn.models.bert_pretraining import (
     BertPretrainer,
     MaskedLMAccuracy,
     MaskedLMLoss,
-    build_bert_classifier,
     build_bert_pretrainer,
     compile_bert_pretrainer,
 )
-from keras_attn.models.text import build_bert, compile_text_classifier
+from keras_attn.models.text import (
+    build_bert,
+    build_bert_classifier,
+    compile_text_classifier,
+)
 from keras_attn.text import Tokenizer, build_vocabulary, load_review_sample
 from keras_attn.text.pretraining import mask_tokens, pretraining_dataset
 
@@ -336,7 +339,7 @@ def test_mlm_head_is_tied_to_the_embedding(embedding_dim):
     out = model(x)
     assert out["mlm"].shape == (2, 3, 50) and out["nsp"].shape == (2, 2)
     assert out["mlm"].dtype == tf.float32
-    table = bert.get_layer("token_embedding").embeddings
+    table = bert.token_embedding.embeddings
     assert model.token_embeddings() is table
     # No separate vocabulary-size kernel: the only weights with a 50-wide axis are
     # the embedding table and the output bias.
@@ -414,7 +417,7 @@ def test_save_and_reload_keeps_the_tie(tmp_path, embedding_dim):
     for key in ("mlm", "nsp"):
         np.testing.assert_allclose(out[key].numpy(), expected[key].numpy(), 1e-5, 1e-5)
     table = reloaded.token_embeddings()
-    assert table is reloaded.encoder.get_layer("token_embedding").embeddings
+    assert table is reloaded.encoder.token_embedding.embeddings
     table.assign(table.numpy() + 1.0)
     assert not np.allclose(reloaded(x)["mlm"].numpy(), out["mlm"].numpy())
 
@@ -462,7 +465,7 @@ def test_pretraining_lowers_mlm_loss_then_fine_tunes():
     # The pretrained encoder carries into the classifier and fine-tunes.
     pretrained = [w.numpy() for w in bert.weights]
     classifier = compile_text_classifier(build_bert_classifier(bert, 2), 1e-3)
-    assert classifier.get_layer("bert") is bert
+    assert classifier.backbone is bert
     ids = tokenizer(tf.constant(texts[:64])).numpy()
     y = np.array([label == "pos" for label in labels[:64]], "int32")
     # Keras 3 wants a target for every output; `label` has no loss.

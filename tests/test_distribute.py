@@ -241,7 +241,7 @@ def test_steps_per_execution_divides_the_epoch(requested, steps, expected):
 
 
 def test_cli_strategy_choices_are_the_kinds():
-    from keras_attn.cli_ctr import STRATEGIES
+    from keras_attn.cli.train import STRATEGIES
 
     assert STRATEGIES == distribute.KINDS
 

@@ -296,7 +296,7 @@ def test_to_dataset_streams_csv_like_the_dataframe(tmp_path, compression):
 
 
 def test_to_dataset_with_a_preprocessor_encodes_frames_once_and_csv_batches(tmp_path):
-    from keras_attn.models.ctr import build_ctr_model, split_ctr_model
+    from keras_attn.models import build_ctr_model, split_ctr_model
 
     df = _frame()
     specs = _specs()

@@ -18,18 +18,17 @@ import pytest
 from keras_attn.backend import tf
 from keras_attn.cli import main
 from keras_attn.datasets import census_features, census_tasks, load_census_sample
-from keras_attn.models import build_ctr_model
-from keras_attn.models.ctr import gate_weights_model
+from keras_attn.models import build_ctr_model, gate_weights_model
 from keras_attn.models.text import (
     build_han_classifier,
     build_text_serving_model,
     build_transformer_classifier,
-    export_text_classifier,
     han_attention_model,
     wide_layer,
 )
 from keras_attn.serving import (
     export,
+    export_text_classifier,
     grpc_request,
     parse_rest_response,
     read_warmup,

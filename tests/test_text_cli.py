@@ -8,7 +8,7 @@ import pytest
 
 from keras_attn.backend import tf
 from keras_attn.cli import main
-from keras_attn.cli_text import read_text_file
+from keras_attn.cli.train import read_text_file
 
 ROWS = [
     ("A wonderful film. Loved it!", "pos"),

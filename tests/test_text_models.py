@@ -113,7 +113,7 @@ def test_transformer_sharing_and_factorized_embedding():
     shared = build_transformer_classifier(
         100, 2, sequence_length=6, share_layers=True, **kwargs
     )
-    block = unshared.get_layer("transformer_layer_0").count_params()
+    block = unshared.transformer_layers[0].count_params()
     assert unshared.count_params() - shared.count_params() == 2 * block
     factorized = build_transformer_classifier(
         100, 2, sequence_length=6, embedding_dim=4, **kwargs

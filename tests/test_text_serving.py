@@ -12,8 +12,8 @@ from keras_attn.models.text import (
     build_text_serving_model,
     build_transformer_classifier,
     compile_text_classifier,
-    export_text_classifier,
 )
+from keras_attn.serving import export_text_classifier
 from keras_attn.text import SentenceTokenizer, Tokenizer, build_vocabulary
 from tests.harness import run_isolated
 

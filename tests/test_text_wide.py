@@ -7,21 +7,21 @@ import numpy as np
 import pytest
 
 from keras_attn.backend import keras, tf
+from keras_attn.layers.text import HashedNgrams, NgramLinear
 from keras_attn.models.text import (
     build_han_classifier,
     build_text_serving_model,
     build_transformer_classifier,
-    export_text_classifier,
     han_attention_model,
     wide_layer,
 )
-from keras_attn.text import SentenceTokenizer, build_vocabulary
-from keras_attn.text.layers import HashedNgrams, NgramLinear
-from keras_attn.text.train import (
+from keras_attn.models.text_classifier import (
     _tokenize_all,
     corpus_limits,
     fit_text_classifier,
 )
+from keras_attn.serving import export_text_classifier
+from keras_attn.text import SentenceTokenizer, build_vocabulary
 from tests.harness import run_isolated
 from tests.test_text_serving import _RELOAD, QUERIES, TRAIN
 
@@ -191,7 +191,7 @@ def test_wide_classifiers_add_the_wide_logits_to_the_deep_ones():
         "ngram_ids": wide_layer(model).hasher()(texts),
     }
     probabilities = model(inputs)["probabilities"].numpy()
-    deep = keras.Model(model.inputs, model.get_layer("deep_logits").output)(inputs)
+    deep = keras.Model(model.inputs, model.output_dense.output)(inputs)
     wide = wide_layer(model)(inputs["ngram_ids"])
     logits = deep.numpy() + wide.numpy()
     expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)

@@ -1,22 +1,43 @@
-"""Model builders returning functional Keras models."""
+"""Model classes that keep their settings (functional `keras.Model` subclasses with
+their parts as attributes), their `build_*` spellings, and their training helpers."""
 
+from keras_attn.models.aoa import (
+    AoAReader,
+    AoAReaderResult,
+    build_aoa_reader,
+    candidate_crossentropy,
+    fit_aoa_reader,
+)
+from keras_attn.models.bert import (
+    BertBackbone,
+    BertClassifier,
+    bert_checkpoint_map,
+    build_bert,
+    build_bert_classifier,
+    load_bert_checkpoint,
+)
 from keras_attn.models.bert_pretraining import (
     BertPretrainer,
     MaskedLMAccuracy,
     MaskedLMLoss,
-    build_bert_classifier,
     build_bert_pretrainer,
     compile_bert_pretrainer,
     fit_bert_pretrainer,
 )
 from keras_attn.models.ctr import (
     MULTITASK,
+    CTRModel,
     Task,
     build_ctr_model,
     compile_ctr_model,
     fit_ctr_model,
     gate_weights_model,
     split_ctr_model,
+)
+from keras_attn.models.han import (
+    HANClassifier,
+    build_han_classifier,
+    han_attention_model,
 )
 from keras_attn.models.seq2seq import (
     SPECIAL_TOKENS,
@@ -29,21 +50,28 @@ from keras_attn.models.seq2seq import (
     fit_seq2seq,
 )
 from keras_attn.models.text import (
-    bert_checkpoint_map,
-    build_aoa_reader,
-    build_bert,
-    build_han_classifier,
     build_text_serving_model,
-    build_transformer_classifier,
     compile_text_classifier,
-    export_text_classifier,
-    han_attention_model,
-    load_bert_checkpoint,
     wide_layer,
+)
+from keras_attn.models.text_classifier import (
+    TextClassifier,
+    corpus_limits,
+    fit_text_classifier,
+)
+from keras_attn.models.transformer_classifier import (
+    TransformerClassifier,
+    build_transformer_classifier,
 )
 
 __all__ = [
+    "AoAReader",
+    "AoAReaderResult",
+    "BertBackbone",
+    "BertClassifier",
     "BertPretrainer",
+    "CTRModel",
+    "HANClassifier",
     "MULTITASK",
     "MaskedLMAccuracy",
     "MaskedLMLoss",
@@ -51,6 +79,8 @@ __all__ = [
     "Seq2Seq",
     "Seq2SeqEncoder",
     "Task",
+    "TextClassifier",
+    "TransformerClassifier",
     "bert_checkpoint_map",
     "build_aoa_reader",
     "build_bert",
@@ -62,15 +92,18 @@ __all__ = [
     "build_seq2seq",
     "build_text_serving_model",
     "build_transformer_classifier",
+    "candidate_crossentropy",
     "compile_bert_pretrainer",
     "compile_ctr_model",
     "compile_text_classifier",
+    "corpus_limits",
     "encode_characters",
     "export_seq2seq",
-    "export_text_classifier",
+    "fit_aoa_reader",
     "fit_bert_pretrainer",
     "fit_ctr_model",
     "fit_seq2seq",
+    "fit_text_classifier",
     "gate_weights_model",
     "han_attention_model",
     "load_bert_checkpoint",

@@ -12,8 +12,8 @@
 - `compile_bert_pretrainer`: Adam, both losses, both accuracies.
 - `fit_bert_pretrainer`: trains one under a `tf.distribute` strategy, with
   `BackupAndRestore` and per-epoch checkpoints.
-- `build_bert_classifier`: `pooled_output` -> dropout -> softmax, for fine-tuning a
-  pretrained encoder (the same encoder object: its weights are shared).
+- Fine-tuning: `keras_attn.models.BertClassifier` (`build_bert_classifier`) on the
+  same encoder object (its weights are shared).
 
 The pretrainer is a subclassed model rather than a functional one: weight tying
 needs the embedding variable inside the head, and a functional graph can pass only
@@ -25,37 +25,20 @@ Inputs and targets are those of `keras_attn.text.pretraining_dataset`.
 
 from __future__ import annotations
 
-from keras_attn._validation import check_finite, check_int, check_rate
+from keras_attn import distribute
+from keras_attn._validation import check_finite
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
-from keras_attn.models.text import _heads
+from keras_attn.models.bert import check_backbone
 
 __all__ = [
     "BertPretrainer",
     "MaskedLMAccuracy",
     "MaskedLMLoss",
-    "build_bert_classifier",
     "build_bert_pretrainer",
     "compile_bert_pretrainer",
     "fit_bert_pretrainer",
 ]
-
-
-def _check_encoder(encoder):
-    names = {layer.name for layer in getattr(encoder, "layers", [])}
-    if not {"token_embedding", "segment_embedding", "pooler"} <= names:
-        raise ValueError(
-            "`bert` must be a model from `build_bert` (layers `token_embedding`, "
-            f"`segment_embedding`, `pooler`). Received: {encoder!r}"
-        )
-
-
-def _sequence_length(encoder) -> int:
-    return int(encoder.get_layer("segment_embedding").input.shape[1])
-
-
-def _hidden_dim(encoder) -> int:
-    return int(encoder.get_layer("pooler").units)
 
 
 @register
@@ -73,6 +56,14 @@ class MaskedLMLoss(keras.losses.Loss):
     Call arguments:
         y_true: int `(batch, max_predictions)` original ids, 0 where unused.
         y_pred: float `(batch, max_predictions, vocabulary_size)` logits.
+
+    Example:
+
+    >>> import numpy as np
+    >>> logits = np.zeros((1, 2, 4), "float32")  # uniform over 4 ids
+    >>> loss = MaskedLMLoss()(np.array([[3, 0]]), logits)  # one masked slot
+    >>> round(float(loss), 4) == round(float(np.log(4)), 4)
+    True
     """
 
     def __init__(self, name: str = "masked_lm_loss", **kwargs):
@@ -102,7 +93,17 @@ class MaskedLMLoss(keras.losses.Loss):
 
 @register
 class MaskedLMAccuracy(keras.metrics.Metric):
-    """Share of masked slots (label != 0) whose arg-max logit is the label."""
+    """Share of masked slots (label != 0) whose arg-max logit is the label.
+
+    Example:
+
+    >>> import numpy as np
+    >>> metric = MaskedLMAccuracy()
+    >>> logits = np.eye(4, dtype="float32")[[[1, 2, 3]]]  # predicts 1, 2, 3
+    >>> metric.update_state(np.array([[1, 3, 0]]), logits)
+    >>> float(metric.result())  # 1 of the 2 masked slots
+    0.5
+    """
 
     def __init__(self, name: str = "accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -122,7 +123,7 @@ class MaskedLMAccuracy(keras.metrics.Metric):
 
 @register
 class BertPretrainer(keras.Model):
-    """A `build_bert` encoder with BERT's masked-LM and next-sentence heads.
+    """A `BertBackbone` with BERT's masked-LM and next-sentence heads.
 
     MLM: `h = LN(gelu(W·x_p + c))` at each masked position `p`, then
     `logits = h · Eᵀ + b` with `E` the encoder's token-embedding table (tied, no
@@ -131,7 +132,8 @@ class BertPretrainer(keras.Model):
     Paper: "BERT", Devlin et al., NAACL 2019; "ALBERT", Lan et al., ICLR 2020.
 
     Args:
-        encoder: a model from `keras_attn.models.build_bert`.
+        encoder: a `BertBackbone` (from `keras_attn.models.build_bert`), the
+            attribute `encoder`.
         activation: activation of the MLM transform. Defaults to "gelu".
         layer_norm_epsilon: float. Defaults to 1e-12 (BERT's).
 
@@ -166,14 +168,14 @@ class BertPretrainer(keras.Model):
     ):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
-        _check_encoder(encoder)
+        check_backbone(encoder, "encoder")
         check_finite(
             "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
         )
         self.encoder = encoder
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
-        embedding = encoder.get_layer("token_embedding")
+        embedding = encoder.token_embedding
         if isinstance(embedding, FactorizedEmbedding):
             self.vocabulary_size = embedding.vocabulary_size
             self.embedding_width = embedding.embedding_dim
@@ -190,7 +192,7 @@ class BertPretrainer(keras.Model):
         self._build_heads()
 
     def _build_heads(self):
-        hidden = _hidden_dim(self.encoder)
+        hidden = self.encoder.hidden_dim
         self.mlm_dense.build((None, None, hidden))
         self.mlm_norm.build((None, None, self.embedding_width))
         self.nsp_dense.build((None, hidden))
@@ -203,7 +205,7 @@ class BertPretrainer(keras.Model):
 
     def token_embeddings(self):
         """The tied `(vocabulary_size, width)` embedding variable of the encoder."""
-        return self.encoder.get_layer("token_embedding").embeddings
+        return self.encoder.token_embedding.embeddings
 
     def call(self, inputs, training=None):
         outputs = self.encoder(
@@ -242,13 +244,13 @@ class BertPretrainer(keras.Model):
 def build_bert_pretrainer(
     bert, activation="gelu", layer_norm_epsilon: float = 1e-12, name=None
 ) -> BertPretrainer:
-    """The MLM + NSP pretraining model over a `build_bert` encoder.
+    """The MLM + NSP pretraining model over a `BertBackbone`.
 
     See `BertPretrainer`; the encoder object is shared, so after pretraining
     `bert` holds the trained weights (pass it to `build_bert_classifier`).
 
     Args:
-        bert: a model from `keras_attn.models.build_bert`.
+        bert: a `BertBackbone` (from `keras_attn.models.build_bert`).
         activation: activation of the MLM transform. Defaults to "gelu".
         layer_norm_epsilon: float. Defaults to 1e-12.
         name: str. Defaults to "bert_pretrainer".
@@ -362,8 +364,6 @@ def fit_bert_pretrainer(
     Returns:
         The `History` of `fit`.
     """
-    from keras_attn import distribute
-
     if not isinstance(model, BertPretrainer):
         raise ValueError(
             f"`model` must be a BertPretrainer. Received: model={type(model).__name__}"
@@ -397,58 +397,4 @@ def fit_bert_pretrainer(
         validation_data=validation_data,
         callbacks=distribute.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
         verbose=verbose,
-    )
-
-
-def build_bert_classifier(
-    bert,
-    num_classes: int,
-    dropout: float = 0.1,
-    class_names: list[str] | None = None,
-    name: str = "bert_classifier",
-):
-    """A classifier on a (pretrained) `build_bert` encoder, for fine-tuning.
-
-    `pooled_output` -> dropout -> `Dense(num_classes, softmax)`. The encoder object
-    is used as is (not copied), so its pretrained weights are the starting point.
-    Compile with `keras_attn.models.compile_text_classifier`.
-
-    Args:
-        bert: a model from `keras_attn.models.build_bert`.
-        num_classes: int >= 2.
-        dropout: float in [0, 1). Defaults to 0.1.
-        class_names: optional list of str: `label` gives names. Defaults to None.
-        name: str. Defaults to "bert_classifier".
-
-    Returns:
-        A functional `keras.Model`, inputs `{"token_ids", "segment_ids"}` (int32
-        `(batch, sequence_length)`), outputs `{"probabilities": (batch,
-        num_classes), "label": (batch,)}`.
-    """
-    _check_encoder(bert)
-    check_int("num_classes", num_classes, minimum=2)
-    check_rate("dropout", dropout)
-    if class_names is not None and len(class_names) != num_classes:
-        raise ValueError(
-            f"`class_names` must have `num_classes`={num_classes} names. "
-            f"Received: class_names={class_names!r}"
-        )
-
-    # Inputs
-    length = _sequence_length(bert)
-    ids = keras.Input(shape=(length,), dtype="int32", name="token_ids")
-    segments = keras.Input(shape=(length,), dtype="int32", name="segment_ids")
-
-    # Encoder
-    pooled = bert({"token_ids": ids, "segment_ids": segments})["pooled_output"]
-
-    # Heads
-    x = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
-    dense, predicted = _heads(num_classes, class_names)
-    probabilities = dense(x)
-    label = predicted(probabilities)
-    return keras.Model(
-        {"token_ids": ids, "segment_ids": segments},
-        {"probabilities": probabilities, "label": label},
-        name=name,
     )

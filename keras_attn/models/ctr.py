@@ -1,9 +1,11 @@
 """Multi-task CTR models: raw features -> embeddings -> [AutoInt] [DIN] -> MMoE/PLE
 -> one tower per task.
 
-`build_ctr_model` returns a functional Keras model whose inputs are the raw feature
-columns (strings for categories, floats for numbers, joined id strings for
-histories) and whose outputs are a dict keyed by task name. The preprocessing
+`CTRModel` is a functional Keras model composed of its parts (the feature specs, an
+interaction block, the sequence pooling, a multitask block, the towers); its inputs
+are the raw feature columns (strings for categories, floats for numbers, joined id
+strings for histories) and its outputs a dict keyed by task name.
+`build_ctr_model` spells the common cases with flat arguments. The preprocessing
 (lookup, hashing, standardization) is inside, so the exported model serves raw
 rows. `compile_ctr_model` wires each task's loss, loss weight and metrics.
 
@@ -17,21 +19,28 @@ values, is what gets exported.
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 from collections.abc import Sequence
 
+import pandas as pd
+
+from keras_attn import distribute
 from keras_attn._validation import (
     check_bool,
     check_choice,
     check_finite,
+    check_int,
     check_positive_int,
 )
-from keras_attn.backend import KERAS_3, keras
+from keras_attn.backend import KERAS_3, clone_initializer, keras, register
+from keras_attn.features.dataset import to_dataset
 from keras_attn.features.preprocessing import (
     StackColumns,
     build_preprocessing,
     raw_input_spec,
 )
+from keras_attn.features.specs import features_from_json, features_to_json
 from keras_attn.layers import (
     PLE,
     AttentionSequencePooling,
@@ -39,9 +48,11 @@ from keras_attn.layers import (
     InteractingLayer,
     MMoE,
 )
+from keras_attn.models.base import FunctionalModel, Parts
 
 __all__ = [
     "MULTITASK",
+    "CTRModel",
     "Task",
     "build_ctr_model",
     "compile_ctr_model",
@@ -132,6 +143,377 @@ def _as_tasks(tasks) -> list[Task]:
     return out
 
 
+def _as_specs(features) -> list:
+    """Feature specs from spec objects or their config dicts (`features_to_json`)."""
+    features = list(features)
+    if features and all(isinstance(f, dict) for f in features):
+        features = features_from_json(json.dumps({"features": features}))
+    return features
+
+
+def _as_layer(value):
+    """A layer from a layer or its serialized config (None stays None)."""
+    if isinstance(value, dict) and "class_name" in value:
+        return keras.layers.deserialize(value)
+    return value
+
+
+def _serialize(layer):
+    if layer is None:
+        return None
+    config = keras.layers.serialize(layer)
+    # The model builds its parts by calling them; tf_keras would not record the
+    # input shape of a part that a config already built.
+    config.pop("build_config", None)
+    return config
+
+
+def _check_features(features, tasks) -> None:
+    if not features:
+        raise ValueError("`features` must hold at least one feature spec")
+    names = [f.name for f in features]
+    if len(set(names)) != len(names):
+        raise ValueError(f"Feature names must be unique. Received: {names}")
+    clash = set(names) & {t.name for t in tasks}
+    if clash:
+        raise ValueError(
+            f"Task names {sorted(clash)} are also feature names; rename the tasks"
+        )
+    for f in features:
+        if not f.fitted:
+            raise ValueError(
+                f"Feature {f.name!r} is not fitted: call `fit_features(features, "
+                "data)` first (or build the specs with `infer_features`)"
+            )
+
+
+def _check_task_keys(name, parts, task_names) -> dict:
+    """`parts` must be None or a dict keyed by task names (every task gets a key)."""
+    if parts is None:
+        return dict.fromkeys(task_names)
+    if not isinstance(parts, dict) or not set(parts) <= set(task_names):
+        raise ValueError(
+            f"`{name}` must be a dict of layers keyed by task names {task_names}. "
+            f"Received: {name}={parts!r}"
+        )
+    return {t: _as_layer(parts.get(t)) for t in task_names}
+
+
+@register
+class CTRModel(FunctionalModel):
+    """A (multi-task) CTR model on raw feature columns, composed of its parts.
+
+    raw inputs (one per feature) -> the specs' preprocessing (lookup or hashing of
+    categories, standardization and missing-value handling of numbers, splitting of
+    histories) -> `FieldEmbedding` (one vector per field; a categorical feature that
+    a sequence shares gets its own table, used for its candidate and its history)
+    -> the `interaction` blocks on the fields `(batch, fields, dim)` (e.g.
+    `InteractingLayer`s, AutoInt) -> the flat fields, the standardized numbers and
+    each history pooled against its candidate by its `sequence_pooling` layer (DIN)
+    -> the `multitask` block -> one tower per task -> the task's output unit
+    (sigmoid for binary tasks, linear for regression, float32).
+
+    The parts are passed as objects and kept as attributes, the way a KerasHub task
+    takes its backbone: `interaction` (a list), `sequence_pooling`,
+    `multitask`, `towers` and `heads` (dicts by task), `field_embedding`,
+    `sequence_tables`; `preprocessor` is the model from the raw inputs to the
+    encoded values (what `split_ctr_model` cuts at). `get_config` holds the feature
+    specs, the tasks and each part's config, so a `.keras` file rebuilds the model.
+    `build_ctr_model` spells the common cases with flat arguments.
+
+    Args:
+        features: fitted feature specs (`keras_attn.features`).
+        tasks: `Task`s or task names (binary tasks on numeric 0/1 label columns).
+        embedding_dim: int. Size of each field's vector. Defaults to 8.
+        shared_table: bool. One embedding table for all plain categorical fields.
+            Defaults to False.
+        interaction: a layer or list of layers mapping the fields `(batch, fields,
+            embedding_dim)` to `(batch, fields, dim)`, applied in turn, e.g.
+            `[InteractingLayer(num_heads=2, att_dim=8)] * 1`. Defaults to none.
+        sequence_pooling: dict `{sequence feature: layer}` of the layers pooling a
+            history `(batch, max_len, dim)` against its candidate `(batch, dim)`
+            (called `(candidate, history, mask=mask)`). Defaults to an
+            `AttentionSequencePooling()` per sequence feature.
+        multitask: the block shared by the tasks: an `MMoE` or `PLE` over the tasks
+            (each task reads its own mixture), any other layer (a shared bottom,
+            e.g. a `keras.Sequential` of `Dense` layers, whose output every task
+            reads), or None (the towers read the dense input). Defaults to None.
+        towers: dict `{task: layer}` applied to the task's input before its output
+            unit; a task without one goes straight to it. Defaults to none.
+        embeddings_initializer: initializer of the field embeddings (tables and
+            numeric vectors). Defaults to "uniform".
+        embeddings_regularizer: optional regularizer of the field embeddings.
+        name: str. The model's name. Defaults to "ctr".
+
+    Call arguments:
+        inputs: `{feature name: (batch,)}` raw values (strings for categories,
+            floats for numbers, joined id strings for histories).
+
+    Returns:
+        `{task name: (batch, 1)}`.
+
+    Example:
+
+    >>> import pandas as pd
+    >>> from keras_attn.features import infer_features
+    >>> from keras_attn.layers import MMoE
+    >>> df = pd.DataFrame({"city": ["a", "b", "a"], "age": [30.0, None, 50.0],
+    ...                    "click": [1, 0, 1], "buy": [0, 0, 1]})
+    >>> specs = infer_features(df, labels=["click", "buy"])
+    >>> model = CTRModel(specs, ["click", "buy"], embedding_dim=4,
+    ...                  multitask=MMoE(["click", "buy"], num_experts=2,
+    ...                                 expert_units=[8], gate="attention"),
+    ...                  towers={"click": keras.layers.Dense(4, "relu")})
+    >>> sorted(model.output_names), model.multitask.num_experts
+    (['buy', 'click'], 2)
+    >>> model.towers["buy"] is None
+    True
+    """
+
+    def __init__(
+        self,
+        features,
+        tasks,
+        embedding_dim: int = 8,
+        shared_table: bool = False,
+        interaction=None,
+        sequence_pooling=None,
+        multitask=None,
+        towers=None,
+        embeddings_initializer="uniform",
+        embeddings_regularizer=None,
+        name: str = "ctr",
+        **kwargs,
+    ):
+        tasks = _as_tasks(
+            [Task(**t) if isinstance(t, dict) else t for t in _listed(tasks)]
+        )
+        features = _as_specs(features)
+        _check_features(features, tasks)
+        check_positive_int("embedding_dim", embedding_dim)
+        check_bool("shared_table", shared_table)
+        task_names = [t.name for t in tasks]
+        if interaction is None:
+            interaction = []
+        elif not isinstance(interaction, (list, tuple)):
+            interaction = [interaction]
+        interaction = [_as_layer(layer) for layer in interaction]
+        multitask = _as_layer(multitask)
+        if isinstance(multitask, (MMoE, PLE)) and list(multitask.tasks) != task_names:
+            raise ValueError(
+                f"`multitask` must mix the experts for the tasks {task_names}. "
+                f"Received: a {type(multitask).__name__} for {list(multitask.tasks)}"
+            )
+        towers = _check_task_keys("towers", towers, task_names)
+        sequences = [f.name for f in features if f.kind == "sequence"]
+        if sequence_pooling is None:
+            sequence_pooling = {
+                n: AttentionSequencePooling(name=f"{n}_din_pooling") for n in sequences
+            }
+        if not isinstance(sequence_pooling, dict) or set(sequence_pooling) != set(
+            sequences
+        ):
+            raise ValueError(
+                "`sequence_pooling` must be a dict of layers keyed by the sequence "
+                f"features {sequences}. Received: sequence_pooling={sequence_pooling!r}"
+            )
+        sequence_pooling = {n: _as_layer(v) for n, v in sequence_pooling.items()}
+        initializer = keras.initializers.get(embeddings_initializer)
+        regularizer = keras.regularizers.get(embeddings_regularizer)
+
+        # Inputs and preprocessing: one raw column per feature.
+        inputs = {}
+        for f in features:
+            shape, dtype = raw_input_spec(f)
+            inputs[f.name] = keras.Input(shape=shape, dtype=dtype, name=f.name)
+        prep = build_preprocessing(features, inputs)
+        shared = {shares for _, _, shares in prep["sequences"].values()}
+        by_name = {f.name: f for f in features}
+        plain = [n for n in prep["ids"] if n not in shared]
+        numeric = prep["numeric"]
+        encoded = {}
+
+        # Encoders: field embeddings, interaction, sequence pooling.
+        field_embedding = None
+        fields = []
+        if plain or numeric is not None:
+            field_embedding = FieldEmbedding(
+                [by_name[n].vocabulary_size for n in plain],
+                embedding_dim,
+                num_numeric=0 if numeric is None else int(numeric.shape[-1]),
+                shared_table=shared_table,
+                embeddings_initializer=initializer,
+                embeddings_regularizer=regularizer,
+                validate_ids=False,  # the lookups cannot leave the range
+                name="field_embedding",
+            )
+        if plain:
+            ids = StackColumns(name="categorical_ids")([prep["ids"][n] for n in plain])
+            encoded["categorical_ids"] = ids
+        if numeric is not None:
+            encoded["numeric_preprocessing"] = numeric
+        if field_embedding is not None:
+            if plain and numeric is not None:
+                fields.append(field_embedding(ids, numeric))
+            elif plain:
+                fields.append(field_embedding(ids))
+            else:
+                fields.append(field_embedding(None, numeric))
+        sequence_tables = {
+            n: keras.layers.Embedding(
+                by_name[n].vocabulary_size,
+                embedding_dim,
+                # The same initialization and regularization as the other fields.
+                embeddings_initializer=clone_initializer(initializer),
+                embeddings_regularizer=regularizer,
+                name=f"{n}_embedding",
+            )
+            for n in sorted(shared)
+        }
+        candidates = {}
+        for n in sorted(sequence_tables):
+            encoded[f"{n}_lookup"] = prep["ids"][n]
+            candidates[n] = sequence_tables[n](prep["ids"][n])  # (batch, dim)
+            fields.append(
+                keras.layers.Reshape((1, embedding_dim), name=f"{n}_field")(
+                    candidates[n]
+                )
+            )
+        x = (
+            fields[0]
+            if len(fields) == 1
+            else keras.layers.Concatenate(axis=1, name="fields")(fields)
+        )  # (batch, num_fields, dim)
+        interaction_inputs = []
+        for layer in interaction:
+            interaction_inputs.append(x)
+            x = layer(x)
+        dense_inputs = [keras.layers.Flatten(name="flat_fields")(x)]
+        if numeric is not None:
+            dense_inputs.append(numeric)
+        for seq_name, (seq_ids, mask, shares) in prep["sequences"].items():
+            encoded[f"{seq_name}_lookup"] = seq_ids
+            encoded[f"{seq_name}_mask"] = mask
+            history = sequence_tables[shares](seq_ids)  # (batch, max_len, dim)
+            dense_inputs.append(
+                sequence_pooling[seq_name](candidates[shares], history, mask=mask)
+            )
+        x = (
+            dense_inputs[0]
+            if len(dense_inputs) == 1
+            else keras.layers.Concatenate(name="dense_input")(dense_inputs)
+        )
+
+        # Heads: the multitask block, then a tower and an output unit per task.
+        gates = None
+        if isinstance(multitask, (MMoE, PLE)):
+            shared_out, gates = multitask(x, return_gate_weights=True)
+        elif multitask is not None:
+            shared_out = dict.fromkeys(task_names, multitask(x))
+        else:
+            shared_out = dict.fromkeys(task_names, x)
+        heads = {
+            t.name: keras.layers.Dense(
+                1,
+                activation=_KINDS[t.kind][1],
+                dtype="float32",  # outputs stay float32 under mixed precision
+                name=t.name,
+            )
+            for t in tasks
+        }
+        outputs = {}
+        for t in task_names:
+            h = shared_out[t]
+            if towers[t] is not None:
+                h = towers[t](h)
+            outputs[t] = heads[t](h)
+
+        parts = Parts(
+            field_embedding=field_embedding,
+            sequence_tables=sequence_tables,
+            interaction=interaction,
+            sequence_pooling=sequence_pooling,
+            multitask=multitask,
+            towers=towers,
+            heads=heads,
+        )
+        arguments = {
+            "features": json.loads(features_to_json(features))["features"],
+            "tasks": [t.to_config() for t in tasks],
+            "embedding_dim": embedding_dim,
+            "shared_table": shared_table,
+        }
+        self._init_functional(inputs, outputs, parts, arguments, name, **kwargs)
+        # Untracked: the symbolic tensors the helpers cut the graph at.
+        object.__setattr__(
+            self,
+            "_graph",
+            {
+                "inputs": inputs,
+                "encoded": encoded,
+                "gates": gates,
+                "interaction_inputs": interaction_inputs,
+            },
+        )
+        object.__setattr__(self, "_embeddings", (initializer, regularizer))
+        self.features = features
+        self.tasks = tasks
+
+    @property
+    def preprocessor(self):
+        """The model from the raw inputs to the encoded values (categorical ids
+        `(batch, fields)`, standardized numbers, history ids and masks), sharing
+        this model's preprocessing layers; a dict keyed as `split_ctr_model`'s."""
+        return keras.Model(
+            self._graph["inputs"], self._graph["encoded"], name=f"{self.name}_prep"
+        )
+
+    def gate_weights_model(self):
+        """A model from the same inputs to each task's gate weights over the
+        experts, `{task: (batch, num_experts)}` (needs an `MMoE` or `PLE`)."""
+        if self._graph["gates"] is None:
+            raise ValueError(
+                f"Model {self.name!r} has no MMoE or PLE block: it has no gates"
+            )
+        return keras.Model(
+            self._graph["inputs"], self._graph["gates"], name=f"{self.name}_gates"
+        )
+
+    def get_config(self):
+        initializer, regularizer = self._embeddings
+        return {
+            **super().get_config(),
+            "interaction": [_serialize(layer) for layer in self.interaction],
+            "sequence_pooling": {
+                n: _serialize(layer) for n, layer in self.sequence_pooling.items()
+            },
+            "multitask": _serialize(self.multitask),
+            "towers": {t: _serialize(layer) for t, layer in self.towers.items()},
+            "embeddings_initializer": keras.initializers.serialize(initializer),
+            "embeddings_regularizer": (
+                None
+                if regularizer is None
+                else keras.regularizers.serialize(regularizer)
+            ),
+        }
+
+
+def _listed(tasks) -> list:
+    return [tasks] if isinstance(tasks, (str, Task)) else list(tasks)
+
+
+def _mlp(units, activation, dropout, name):
+    """Dense layers (and dropout) in a `keras.Sequential`, or None without units."""
+    layers = []
+    for i, width in enumerate(units):
+        layers.append(
+            keras.layers.Dense(width, activation=activation, name=f"{name}_{i}")
+        )
+        if dropout:
+            layers.append(keras.layers.Dropout(dropout, name=f"{name}_dropout_{i}"))
+    return keras.Sequential(layers, name=name) if layers else None
+
+
 def build_ctr_model(
     features: Sequence,
     tasks: Sequence[Task | str],
@@ -158,16 +540,13 @@ def build_ctr_model(
     embeddings_initializer="uniform",
     embeddings_regularizer=None,
     name: str = "ctr",
-):
-    """Builds a (multi-task) CTR model on raw feature inputs.
+) -> CTRModel:
+    """A `CTRModel` from flat arguments: the common cases in one call.
 
-    Sections: a named raw input per feature; preprocessing (lookup or hashing of
-    categories, standardization and missing-value handling of numbers, splitting of
-    histories); `FieldEmbedding` (one vector per field; a categorical feature that a
-    sequence shares gets its own table, used for its candidate and its history);
-    optional `InteractingLayer`s (AutoInt); DIN `AttentionSequencePooling` of each
-    sequence against its candidate; then `MMoE`, `PLE` or a shared bottom MLP, and a
-    tower per task ending in the task's output unit.
+    The parts it composes: `interacting_layers` `InteractingLayer`s (AutoInt), an
+    `AttentionSequencePooling` per `SequenceFeature` (DIN), then `MMoE`, `PLE` or a
+    shared bottom MLP (`multitask`), and a tower MLP per task. For other parts pass
+    them to `CTRModel` as objects.
 
     Single-task models come from the same builder: AutoInt is
     `build_ctr_model(f, ["click"], interacting_layers=3, bottom_units=(),
@@ -210,7 +589,7 @@ def build_ctr_model(
         name: str. The model's name. Defaults to "ctr".
 
     Returns:
-        A functional `keras.Model`: inputs `{feature name: (batch,)}`, outputs
+        A `CTRModel`: inputs `{feature name: (batch,)}`, outputs
         `{task name: (batch, 1)}`.
 
     Example:
@@ -222,108 +601,18 @@ def build_ctr_model(
     >>> specs = infer_features(df, labels=["click", "buy"])
     >>> model = build_ctr_model(specs, ["click", "buy"], num_experts=2,
     ...                         gate="attention")
-    >>> sorted(model.output_names)
-    ['buy', 'click']
+    >>> sorted(model.output_names), type(model.multitask).__name__
+    (['buy', 'click'], 'MMoE')
     """
     tasks = _as_tasks(tasks)
-    features = list(features)
-    if not features:
-        raise ValueError("`features` must hold at least one feature spec")
-    names = [f.name for f in features]
-    if len(set(names)) != len(names):
-        raise ValueError(f"Feature names must be unique. Received: {names}")
-    clash = set(names) & {t.name for t in tasks}
-    if clash:
-        raise ValueError(
-            f"Task names {sorted(clash)} are also feature names; rename the tasks"
-        )
+    task_names = [t.name for t in tasks]
     if multitask is None:
         multitask = "mmoe" if len(tasks) > 1 else "shared_bottom"
     check_choice("multitask", multitask, MULTITASK)
-    check_bool("shared_table", shared_table)
     check_bool("use_residual", use_residual)
-    for f in features:
-        if not f.fitted:
-            raise ValueError(
-                f"Feature {f.name!r} is not fitted: call `fit_features(features, "
-                "data)` first (or build the specs with `infer_features`)"
-            )
-
-    # Inputs: one raw column per feature.
-    inputs = {}
-    for f in features:
-        shape, dtype = raw_input_spec(f)
-        inputs[f.name] = keras.Input(shape=shape, dtype=dtype, name=f.name)
-    prep = build_preprocessing(features, inputs)
-
-    # Encoders: field embeddings, AutoInt, DIN.
-    shared = {seq_shares for _, _, seq_shares in prep["sequences"].values()}
-    by_name = {f.name: f for f in features}
-    plain = [n for n in prep["ids"] if n not in shared]
-    numeric = prep["numeric"]
-    parts = []
-    if plain or numeric is not None:
-        embedding = FieldEmbedding(
-            [by_name[n].vocabulary_size for n in plain],
-            embedding_dim,
-            num_numeric=0 if numeric is None else int(numeric.shape[-1]),
-            shared_table=shared_table,
-            embeddings_initializer=embeddings_initializer,
-            embeddings_regularizer=embeddings_regularizer,
-            validate_ids=False,  # the lookups cannot leave the range
-            name="field_embedding",
-        )
-        ids = StackColumns(name="categorical_ids")([prep["ids"][n] for n in plain])
-        parts.append(embedding(ids, numeric) if numeric is not None else embedding(ids))
-    tables = {
-        n: keras.layers.Embedding(
-            by_name[n].vocabulary_size,
-            embedding_dim,
-            # The same initialization and regularization as the other fields.
-            embeddings_initializer=embeddings_initializer,
-            embeddings_regularizer=embeddings_regularizer,
-            name=f"{n}_embedding",
-        )
-        for n in sorted(shared)
-    }
-    candidates = {n: tables[n](prep["ids"][n]) for n in tables}  # (batch, dim)
-    for n in sorted(candidates):
-        parts.append(
-            keras.layers.Reshape((1, embedding_dim), name=f"{n}_field")(candidates[n])
-        )
-    fields = (
-        parts[0]
-        if len(parts) == 1
-        else keras.layers.Concatenate(axis=1, name="fields")(parts)
-    )  # (batch, num_fields, dim)
-    for i in range(interacting_layers):
-        fields = InteractingLayer(
-            num_heads=num_heads,
-            att_dim=att_dim,
-            use_residual=use_residual,
-            name=f"interacting_{i}",
-        )(fields)
-    dense_inputs = [keras.layers.Flatten(name="flat_fields")(fields)]
-    if numeric is not None:
-        dense_inputs.append(numeric)
-    for seq_name, (seq_ids, mask, shares) in prep["sequences"].items():
-        history = tables[shares](seq_ids)  # (batch, max_len, dim)
-        pooled = AttentionSequencePooling(
-            hidden_units=tuple(din_hidden_units),
-            activation=din_activation,
-            name=f"{seq_name}_din_pooling",
-        )(candidates[shares], history, mask=mask)
-        dense_inputs.append(pooled)
-    x = (
-        dense_inputs[0]
-        if len(dense_inputs) == 1
-        else keras.layers.Concatenate(name="dense_input")(dense_inputs)
-    )
-
-    # Heads: experts and gates, or a shared bottom; then one tower per task.
-    task_names = [t.name for t in tasks]
+    check_int("interacting_layers", interacting_layers, minimum=0)
     if multitask == "mmoe":
-        shared_out = MMoE(
+        block = MMoE(
             tasks=task_names,
             num_experts=num_experts,
             expert_units=tuple(expert_units),
@@ -331,9 +620,9 @@ def build_ctr_model(
             gate_score=gate_score,
             dropout=dropout,
             name="mmoe",
-        )(x, return_gate_weights=True)[0]
+        )
     elif multitask == "ple":
-        shared_out = PLE(
+        block = PLE(
             tasks=task_names,
             num_shared_experts=num_shared_experts,
             num_task_experts=num_task_experts,
@@ -343,29 +632,41 @@ def build_ctr_model(
             gate_score=gate_score,
             dropout=dropout,
             name="ple",
-        )(x, return_gate_weights=True)[0]
+        )
     else:
-        for i, units in enumerate(bottom_units):
-            x = keras.layers.Dense(units, activation=activation, name=f"bottom_{i}")(x)
-            if dropout:
-                x = keras.layers.Dropout(dropout, name=f"bottom_dropout_{i}")(x)
-        shared_out = {t: x for t in task_names}
-    outputs = {}
-    for task in tasks:
-        h = shared_out[task.name]
-        for i, units in enumerate(tower_units):
-            h = keras.layers.Dense(
-                units, activation=activation, name=f"{task.name}_tower_{i}"
-            )(h)
-            if dropout:
-                h = keras.layers.Dropout(dropout, name=f"{task.name}_dropout_{i}")(h)
-        outputs[task.name] = keras.layers.Dense(
-            1,
-            activation=_KINDS[task.kind][1],
-            dtype="float32",  # outputs stay float32 under mixed precision
-            name=task.name,
-        )(h)
-    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+        block = _mlp(bottom_units, activation, dropout, "bottom")
+    towers = {
+        t: _mlp(tower_units, activation, dropout, f"{t}_tower") for t in task_names
+    }
+    return CTRModel(
+        features,
+        tasks,
+        embedding_dim=embedding_dim,
+        shared_table=shared_table,
+        interaction=[
+            InteractingLayer(
+                num_heads=num_heads,
+                att_dim=att_dim,
+                use_residual=use_residual,
+                name=f"interacting_{i}",
+            )
+            for i in range(interacting_layers)
+        ],
+        sequence_pooling={
+            f.name: AttentionSequencePooling(
+                hidden_units=tuple(din_hidden_units),
+                activation=din_activation,
+                name=f"{f.name}_din_pooling",
+            )
+            for f in features
+            if f.kind == "sequence"
+        },
+        multitask=block,
+        towers=towers,
+        embeddings_initializer=embeddings_initializer,
+        embeddings_regularizer=embeddings_regularizer,
+        name=name,
+    )
 
 
 def compile_ctr_model(
@@ -378,7 +679,7 @@ def compile_ctr_model(
     """Compiles a CTR model with each task's loss, loss weight and metrics.
 
     Args:
-        model: a model from `build_ctr_model`.
+        model: a `CTRModel` (from `build_ctr_model`).
         tasks: the same tasks.
         optimizer: a Keras optimizer or its name. Defaults to "adam".
         learning_rate: float. Sets the optimizer's learning rate when given.
@@ -409,69 +710,31 @@ def compile_ctr_model(
     return model
 
 
+def _check_ctr_model(model) -> CTRModel:
+    if not isinstance(model, CTRModel):
+        raise ValueError(
+            "`model` must be a CTRModel (from `build_ctr_model`). Received: "
+            f"model={type(model).__name__}"
+        )
+    return model
+
+
 def gate_weights_model(model):
     """A model from the same inputs to each task's gate weights over the experts.
 
     Args:
-        model: a model from `build_ctr_model` with `multitask="mmoe"` or `"ple"`.
+        model: a `CTRModel` with an `MMoE` or `PLE` block (`multitask="mmoe"` or
+            `"ple"` in `build_ctr_model`).
 
     Returns:
         A `keras.Model` with outputs `{task: (batch, num_experts)}` that shares the
         model's weights.
     """
-    layer = None
-    for candidate in ("mmoe", "ple"):
-        try:
-            layer = model.get_layer(candidate)
-            break
-        except ValueError:
-            continue
-    if layer is None:
-        raise ValueError(
-            f"Model {model.name!r} has no MMoE or PLE layer (named 'mmoe' or 'ple')"
-        )
-    # The builder calls the layer with return_gate_weights=True, so its output holds
-    # the gates (Keras 3 cannot call a built layer again with a new output structure).
-    output = layer.output
-    if KERAS_3:
-        # Keras 3 flattens (outputs, gates), each dict by sorted key.
-        names = sorted(layer.tasks)
-        gates = dict(zip(names, list(output)[len(names) :]))
-    else:
-        gates = output[1]  # tf_keras keeps the nested structure
-    return keras.Model(model.inputs, gates, name=f"{model.name}_gates")
+    return _check_ctr_model(model).gate_weights_model()
 
 
-def _encoded_tensors(model, features) -> dict:
-    """The symbolic tensors where a `build_ctr_model` graph leaves its preprocessing:
-    `{name: tensor}`, each the single output of a layer named after it."""
-    features = list(features)
-    kinds = {f.kind for f in features}
-    shares = {f.shares for f in features if f.kind == "sequence"}
-    names = []
-    if any(f.kind == "categorical" and f.name not in shares for f in features):
-        names.append("categorical_ids")
-    if "numeric" in kinds:
-        names.append("numeric_preprocessing")
-    names += [f"{n}_lookup" for n in sorted(shares)]
-    encoded = {}
-    try:
-        for name in names:
-            encoded[name] = model.get_layer(name).output
-        for f in features:
-            if f.kind == "sequence":
-                encoded[f"{f.name}_lookup"] = model.get_layer(f"{f.name}_lookup").output
-                encoded[f"{f.name}_mask"] = model.get_layer(f"{f.name}_split").output[1]
-    except (ValueError, AttributeError, RuntimeError) as error:
-        raise ValueError(
-            f"Model {model.name!r} does not look like a `build_ctr_model` model on "
-            f"these features (built by this version): {error}"
-        ) from None
-    return encoded
-
-
-def split_ctr_model(model, features):
-    """Cuts a `build_ctr_model` model into its preprocessing and its core.
+def split_ctr_model(model, features=None):
+    """Cuts a `CTRModel` into its preprocessing and its core.
 
     `preprocessor` maps the raw feature dict to the encoded inputs (categorical ids
     `(batch, fields)`, standardized numbers, history ids and masks); `core` maps
@@ -480,8 +743,9 @@ def split_ctr_model(model, features):
     The core holds no string ops: it compiles with XLA.
 
     Args:
-        model: a model from `build_ctr_model`.
-        features: the feature specs it was built on.
+        model: a `CTRModel` (from `build_ctr_model`).
+        features: the feature specs it was built on (the model keeps its own;
+            accepted for the callers that pass them).
 
     Returns:
         `(preprocessor, core)`, two `keras.Model`s; the encoded values are a dict
@@ -498,8 +762,19 @@ def split_ctr_model(model, features):
     >>> sorted(preprocessor.output_names)
     ['categorical_ids', 'numeric_preprocessing']
     """
-    encoded = _encoded_tensors(model, features)
-    preprocessor = keras.Model(model.inputs, encoded, name=f"{model.name}_preprocessor")
+    _check_ctr_model(model)
+    if features is not None and [(f.name, f.kind) for f in features] != [
+        (f.name, f.kind) for f in model.features
+    ]:
+        raise ValueError(
+            "`features` must be the feature specs `model` was built on: "
+            f"{[f.name for f in model.features]}. Received: "
+            f"{[getattr(f, 'name', f) for f in features]}"
+        )
+    encoded = model._graph["encoded"]
+    preprocessor = keras.Model(
+        model._graph["inputs"], encoded, name=f"{model.name}_preprocessor"
+    )
     outputs = model.output if KERAS_3 else model.outputs
     if not KERAS_3:
         outputs = dict(zip(model.output_names, outputs))
@@ -532,7 +807,7 @@ def fit_ctr_model(
     backup_dir=None,
     checkpoint_dir=None,
 ):
-    """Trains a `build_ctr_model` model with its preprocessing run once.
+    """Trains a `CTRModel` with its preprocessing run once.
 
     The model is cut with `split_ctr_model`. A DataFrame is encoded once by the
     preprocessing (CSV files are encoded as they stream); the core, compiled with
@@ -545,7 +820,7 @@ def fit_ctr_model(
     ready for `evaluate`, more `fit` or export.
 
     Args:
-        model: a model from `build_ctr_model`.
+        model: a `CTRModel` (from `build_ctr_model`).
         features: the feature specs it was built on.
         tasks: its tasks (`Task`s or names).
         data: a DataFrame or CSV path(s), as for `keras_attn.features.to_dataset`.
@@ -597,11 +872,6 @@ def fit_ctr_model(
     >>> len(history.history["loss"])
     1
     """
-    import pandas as pd
-
-    from keras_attn import distribute
-    from keras_attn.features.dataset import to_dataset
-
     check_positive_int("batch_size", batch_size)
     check_positive_int("epochs", epochs)
     tasks = _as_tasks(tasks)

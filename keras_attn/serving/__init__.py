@@ -3,6 +3,7 @@ records, explain signatures, and the REST/gRPC requests of raw rows."""
 
 from keras_attn.serving.export import (
     export,
+    export_text_classifier,
     latest_version,
     load_serving_fn,
     read_features_json,
@@ -18,6 +19,7 @@ from keras_attn.serving.warmup import read_warmup, write_warmup
 
 __all__ = [
     "export",
+    "export_text_classifier",
     "grpc_request",
     "latest_version",
     "load_serving_fn",

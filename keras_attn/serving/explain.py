@@ -13,6 +13,11 @@ attention of the `[CLS]` token in its last layer, `cls_attention`
 from __future__ import annotations
 
 from keras_attn.backend import KERAS_3, keras
+from keras_attn.layers import InteractingLayer
+from keras_attn.layers.text import PredictedLabel
+from keras_attn.models.ctr import CTRModel
+from keras_attn.models.han import HANClassifier
+from keras_attn.models.transformer_classifier import TransformerClassifier
 
 __all__ = ["ctr_explain_fn", "text_explain_fn"]
 
@@ -24,29 +29,30 @@ def _output_dict(model) -> dict:
 
 
 def ctr_explain_fn(model):
-    """The explain function of a `build_ctr_model` model: raw inputs -> outputs.
+    """The explain function of a `CTRModel`: raw inputs -> outputs.
 
     The gates come out of the same forward pass as the predictions (one model with
     both as outputs); each interacting layer is run once more on its own input to
     return its weights (the layer is small next to the whole graph).
 
     Args:
-        model: a model from `build_ctr_model` with an MMoE or PLE layer, or with
-            interacting layers.
+        model: a `CTRModel` with an MMoE or PLE block, or with interacting layers.
 
     Returns:
         A function `inputs dict -> outputs dict` sharing the model's weights.
     """
-    from keras_attn.layers import InteractingLayer
-    from keras_attn.models.ctr import gate_weights_model
-
+    if not isinstance(model, CTRModel):
+        raise ValueError(
+            "`model` must be a CTRModel (from `build_ctr_model`) for an explain "
+            f"signature. Received: model={type(model).__name__}"
+        )
+    graph = model._graph
     outputs = _output_dict(model)
-    try:
-        gates = gate_weights_model(model).output
-    except ValueError:
-        gates = {}
+    gates = graph["gates"] or {}
     interacting = [
-        layer for layer in model.layers if isinstance(layer, InteractingLayer)
+        (layer, fields)
+        for layer, fields in zip(model.interaction, graph["interaction_inputs"])
+        if isinstance(layer, InteractingLayer)
     ]
     if not gates and not interacting:
         raise ValueError(
@@ -54,16 +60,13 @@ def ctr_explain_fn(model):
             "there is nothing for an explain signature to return"
         )
     combined = {**outputs, **{f"{t}_gate_weights": g for t, g in gates.items()}}
-    for i, layer in enumerate(interacting):
-        fields = layer.input
-        if isinstance(fields, (list, tuple)):
-            fields = fields[0]
+    for i, (_, fields) in enumerate(interacting):
         combined[f"_field_input_{i}"] = fields
-    forward = keras.Model(model.inputs, combined, name=f"{model.name}_explain")
+    forward = keras.Model(graph["inputs"], combined, name=f"{model.name}_explain")
 
     def explain(inputs):
         values = dict(forward(inputs, training=False))
-        for i, layer in enumerate(interacting):
+        for i, (layer, _) in enumerate(interacting):
             fields = values.pop(f"_field_input_{i}")  # (batch, fields, dim)
             _, weights = layer(fields, return_attention_scores=True)
             values[f"field_attention_{i}"] = weights  # (batch, heads, f, f)
@@ -76,9 +79,8 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
     """The explain function of a text classifier: `{"text"}` -> outputs.
 
     Args:
-        classifier: a model from `build_han_classifier`, or from
-            `build_transformer_classifier` with `pooling="cls"` and layers of their
-            own (not `share_layers`).
+        classifier: a `HANClassifier`, or a `TransformerClassifier` with
+            `pooling="cls"` and layers of their own (not `share_layers`).
         tokenizer: its tokenizer layer.
         class_names: optional list of str for `label`.
 
@@ -86,12 +88,8 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
         A function `{"text": (batch,) string} -> {"probabilities", "label", ...}`
         sharing the classifier's weights.
     """
-    from keras_attn.layers.transformer import TransformerEncoderBlock
-    from keras_attn.models.text import han_attention_model, wide_layer
-    from keras_attn.text.layers import PredictedLabel, SequencePooling
-
     label = PredictedLabel(class_names, name="label")
-    wide = wide_layer(classifier)
+    wide = getattr(classifier, "wide", None)
     hasher = wide.hasher() if wide is not None else None
 
     def model_inputs(text):
@@ -102,9 +100,8 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
             return ids
         return {"token_ids": ids, "ngram_ids": hasher(text)}
 
-    names = {layer.name for layer in classifier.layers}
-    if "word_attention" in names and "sentence_attention" in names:
-        han = han_attention_model(classifier)
+    if isinstance(classifier, HANClassifier):
+        han = classifier.attention_model()
 
         def explain(inputs):
             out = dict(han(model_inputs(inputs["text"]), training=False))
@@ -113,32 +110,27 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
 
         return explain
 
-    blocks = [la for la in classifier.layers if isinstance(la, TransformerEncoderBlock)]
-    pooling = [la for la in classifier.layers if isinstance(la, SequencePooling)]
-    if not blocks or not pooling or pooling[0].mode != "cls":
+    settings = (
+        classifier.get_config() if isinstance(classifier, TransformerClassifier) else {}
+    )
+    if settings.get("pooling") != "cls" or settings.get("share_layers"):
         raise ValueError(
-            "`classifier` must be a HAN or a `pooling='cls'` Transformer classifier "
-            f"to have an explain signature. Received: {classifier.name!r}"
+            "`classifier` must be a HANClassifier, or a TransformerClassifier with "
+            "`pooling='cls'` and a block per layer (not `share_layers=True`), to "
+            f"have an explain signature. Received: {classifier.name!r}"
         )
-    last = blocks[-1]
+    last = classifier.transformer_layers[-1]
     # The last block's input and the padding mask come out of the same pass as the
     # probabilities; the block's attention is then run once more for its weights.
-    try:
-        block_input = last.input
-        if isinstance(block_input, (list, tuple)):
-            block_input = block_input[0]  # Keras 3 lists the padding mask too
-        mask = next(la for la in classifier.layers if la.name == "token_mask").output
-    except (AttributeError, ValueError, RuntimeError, StopIteration):
-        raise ValueError(
-            "`classifier` must call its last Transformer block once (not "
-            f"`share_layers=True`) to have an explain signature: {classifier.name!r}"
-        ) from None
+    block_input = last.input
+    if isinstance(block_input, (list, tuple)):
+        block_input = block_input[0]  # Keras 3 lists the padding mask too
     forward = keras.Model(
         classifier.inputs,
         {
             "probabilities": _output_dict(classifier)["probabilities"],
             "block_input": block_input,
-            "mask": mask,
+            "mask": classifier.token_mask.output,
         },
     )
 

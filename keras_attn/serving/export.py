@@ -5,7 +5,10 @@
 `serving_default` signature takes each raw feature by its input name (a batch of
 scalars: strings, floats, ints) and returns each output by its name (the task
 names of a CTR model). The same files load with `tf.saved_model.load` in a process
-that imports neither Keras nor keras_attn.
+that imports neither Keras nor keras_attn. A text classifier
+(`export_text_classifier`, or `export` of the `TextClassifier` that
+`fit_text_classifier` returns) is exported with its tokenizer in front: raw strings
+in.
 """
 
 from __future__ import annotations
@@ -15,8 +18,20 @@ import tempfile
 from pathlib import Path
 
 from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.features.specs import features_to_json
+from keras_attn.models.text import build_text_serving_model
+from keras_attn.models.text_classifier import TextClassifier
+from keras_attn.serving.explain import ctr_explain_fn, text_explain_fn
+from keras_attn.serving.requests import to_arrays
+from keras_attn.serving.warmup import write_warmup
 
-__all__ = ["export", "latest_version", "load_serving_fn", "read_features_json"]
+__all__ = [
+    "export",
+    "export_text_classifier",
+    "latest_version",
+    "load_serving_fn",
+    "read_features_json",
+]
 
 _SPECS_FILE = "keras_attn_features.json"
 
@@ -87,7 +102,9 @@ def export(
     """Writes `model` for TF Serving as `base_dir/<version>/`.
 
     Args:
-        model: a Keras model with named inputs (e.g. from `build_ctr_model`).
+        model: a Keras model with named inputs (e.g. a `CTRModel`), or a
+            `TextClassifier` (from `fit_text_classifier`: exported with its
+            tokenizer, see `export_text_classifier`).
         base_dir: the model's folder, e.g. "saved_models/census_mmoe".
         version: int. The version folder. Defaults to one more than the highest
             version present (1 for a new folder).
@@ -99,9 +116,9 @@ def export(
             `<version>/assets.extra/tf_serving_warmup_requests`, for every signature.
         explain: False, True or a function `inputs dict -> outputs dict`. Adds an
             "explain" signature on the same inputs. True builds it for a
-            `build_ctr_model` model (`keras_attn.serving.explain.ctr_explain_fn`:
-            the outputs plus each task's gate weights and AutoInt's attention).
-            Defaults to False.
+            `CTRModel` (`keras_attn.serving.explain.ctr_explain_fn`: the outputs
+            plus each task's gate weights and AutoInt's attention) and for a
+            `TextClassifier` (`text_explain_fn`). Defaults to False.
 
     Returns:
         The path of the version folder.
@@ -117,6 +134,17 @@ def export(
     >>> path.name
     '3'
     """
+    if isinstance(model, TextClassifier):
+        return export_text_classifier(
+            model.model,
+            model.tokenizer,
+            base_dir,
+            version=version,
+            class_names=model.class_names,
+            overwrite=overwrite,
+            warmup=warmup,
+            explain=explain,
+        )
     base = Path(base_dir)
     if version is None:
         version = (latest_version(base) or 0) + 1
@@ -146,8 +174,6 @@ def export(
 
     endpoints = {"serving_default": serve}
     if explain is True:
-        from keras_attn.serving.explain import ctr_explain_fn
-
         explain = ctr_explain_fn(model)
     if callable(explain):
         explain_fn = explain
@@ -163,9 +189,6 @@ def export(
         )
 
     if warmup is not None:
-        from keras_attn.serving.requests import to_arrays
-        from keras_attn.serving.warmup import write_warmup
-
         # Checked (and converted) before the slow save.
         dtypes = {n: spec.dtype.name for n, spec in signature.items()}
         warmup = to_arrays(warmup, dtypes, features)
@@ -191,8 +214,6 @@ def export(
             signatures = {n: f.get_concrete_function() for n, f in signatures.items()}
             tf.saved_model.save(model, str(out), signatures=signatures)
         if features is not None:
-            from keras_attn.features.specs import features_to_json
-
             extra = out / "assets.extra"
             extra.mkdir(exist_ok=True)
             (extra / _SPECS_FILE).write_text(features_to_json(features))
@@ -204,6 +225,42 @@ def export(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def export_text_classifier(
+    classifier,
+    tokenizer,
+    base_dir,
+    version=None,
+    class_names=None,
+    overwrite=False,
+    warmup=None,
+    explain=False,
+):
+    """Exports a classifier for TF Serving with raw strings in.
+
+    `serving_default` takes `text` (a batch of strings) and returns `probabilities`
+    and `label` (the model of `keras_attn.models.build_text_serving_model`).
+    Written with `export` as `base_dir/<version>/`; it loads in TensorFlow +
+    tensorflow-text alone (`import tensorflow_text` registers the tokenizer ops),
+    and in TF Serving 2.20 or newer. `warmup` (a list of strings) writes TF
+    Serving's warm-up records; `explain=True` adds an "explain" signature with the
+    attention weights (`keras_attn.serving.explain.text_explain_fn`).
+
+    Returns:
+        The path of the version folder.
+    """
+    model = build_text_serving_model(classifier, tokenizer, class_names)
+    if explain is True:
+        explain = text_explain_fn(classifier, tokenizer, class_names)
+    return export(
+        model,
+        base_dir,
+        version=version,
+        overwrite=overwrite,
+        warmup=warmup,
+        explain=explain,
+    )
 
 
 # The tf-text ops a text export's graph uses; their kernels are registered by

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from keras_attn.backend import tf
+from keras_attn.serving.requests import grpc_request, to_arrays
 
 __all__ = ["WARMUP_FILE", "read_warmup", "write_warmup"]
 
@@ -44,8 +45,6 @@ def write_warmup(
         The path of the file.
     """
     from tensorflow_serving.apis import prediction_log_pb2
-
-    from keras_attn.serving.requests import grpc_request, to_arrays
 
     arrays = to_arrays(rows, dtypes, features)
     n = len(next(iter(arrays.values())))

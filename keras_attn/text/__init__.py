@@ -1,8 +1,12 @@
-"""Text pipeline on tensorflow-text: tokenizers, sentence splitting, vocabularies."""
+"""Text preprocessing on tensorflow-text: tokenizers, sentence splitting, vocabularies,
+cloze questions, BERT pretraining data, and the shipped text samples.
+
+Imports no layer and no model (`keras_attn.models` holds the text models and
+`fit_text_classifier`; `keras_attn.layers.text` the text models' glue layers).
+"""
 
 from keras_attn.text.cloze import (
     encode_cloze,
-    fit_aoa_reader,
     make_cloze_questions,
     most_frequent_candidate,
 )
@@ -11,8 +15,8 @@ from keras_attn.text.datasets import (
     load_chnsenticorp_htl,
     load_review_polarity,
     load_review_sample,
+    stratified_split,
 )
-from keras_attn.text.layers import HashedNgrams, NgramLinear
 from keras_attn.text.pretraining import (
     mask_tokens,
     pack_sentence_pairs,
@@ -29,27 +33,15 @@ from keras_attn.text.tokenizers import (
     split_sentences,
     split_words,
 )
-from keras_attn.text.train import (
-    TextClassifier,
-    corpus_limits,
-    fit_text_classifier,
-    stratified_split,
-)
 
 __all__ = [
-    "HashedNgrams",
-    "NgramLinear",
     "PAD",
     "SHIPPED_VOCABULARIES",
     "UNK",
     "SentenceTokenizer",
-    "TextClassifier",
     "Tokenizer",
     "build_vocabulary",
-    "corpus_limits",
     "encode_cloze",
-    "fit_aoa_reader",
-    "fit_text_classifier",
     "load_ag_news",
     "load_chnsenticorp_htl",
     "load_review_polarity",

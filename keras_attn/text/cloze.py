@@ -20,33 +20,30 @@ words of that document, shuffled.
   `1 / num_candidates`.
 
 `most_frequent_candidate` is the baseline (the candidate that occurs most often in
-the document), `encode_cloze` gives the padded arrays of `build_aoa_reader`, and
-`fit_aoa_reader` trains the reader and reports test accuracy beside both baselines.
+the document), and `encode_cloze` gives the padded arrays of the AoA reader
+(`keras_attn.models.AoAReader`; `keras_attn.models.fit_aoa_reader` trains it and
+reports test accuracy beside both baselines).
 """
 
 from __future__ import annotations
 
 import collections
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from keras_attn._validation import check_int, check_positive_int
-from keras_attn.backend import keras, tf
+from keras_attn.backend import tf
 from keras_attn.text.tokenizers import PAD, UNK, split_sentences, split_words
 
 __all__ = [
     "PLACEHOLDER",
     "STOP_WORDS",
-    "AoAReaderResult",
     "ClozeQuestion",
     "build_cloze_vocabulary",
-    "candidate_crossentropy",
     "cloze_accuracy",
     "encode_cloze",
-    "fit_aoa_reader",
     "make_cloze_questions",
     "most_frequent_candidate",
     "tokenize_documents",
@@ -404,148 +401,3 @@ def encode_cloze(
         "candidate_ids": pad([q.candidates for q in questions], None),
     }
     return features, np.array([q.answer for q in questions], "int32")
-
-
-def candidate_crossentropy(y_true, y_pred):
-    """Cross-entropy of the answer under the reader's mass normalized over the
-    candidates: `-log(P(answer) / Σ_c P(c))`.
-
-    The reader's `probabilities` are attention mass summed per candidate; they sum
-    to the mass that falls on candidate words (below 1 when other document words
-    get some). Normalizing turns them into a distribution over the candidates.
-    Keras's own `sparse_categorical_crossentropy` on probabilities computes the same
-    (it takes `log(clip(p, ε, 1 - ε))` as logits, and the softmax of `log p` is
-    `p / Σ p`), except that a padding candidate (mass 0) counts as ε there and as
-    nothing here. A row with no mass on any candidate gives `-log ε`, not NaN.
-
-    Args:
-        y_true: int `(batch,)` or `(batch, 1)`, the answer index.
-        y_pred: float `(batch, candidates)`, the reader's `probabilities`.
-
-    Returns:
-        float `(batch,)`.
-    """
-    y_pred = tf.cast(y_pred, tf.float32)
-    y_true = tf.reshape(tf.cast(y_true, tf.int32), [-1])
-    epsilon = keras.backend.epsilon()
-    total = tf.reduce_sum(y_pred, axis=-1)
-    answer = tf.gather(y_pred, y_true, axis=1, batch_dims=1)
-    return -tf.math.log((answer + epsilon) / (total + epsilon))
-
-
-@dataclass
-class AoAReaderResult:
-    """A trained AoA reader and its test accuracy beside the two baselines."""
-
-    model: object
-    vocabulary: list[str]
-    test_accuracy: float
-    most_frequent_accuracy: float
-    random_accuracy: float
-    train_questions: int
-    test_questions: int
-    test_predictions: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
-    history: dict = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def summary(self) -> dict:
-        return {
-            "aoa_reader": self.test_accuracy,
-            "most_frequent": self.most_frequent_accuracy,
-            "random": self.random_accuracy,
-        }
-
-
-def _dataset(features, answers, batch_size, shuffle, seed):
-    """Batches of questions of similar document length, trimmed to the longest
-    real document and query of the batch rounded up to a multiple of 32 (the GRUs
-    run fewer steps, and the few distinct shapes keep retracing rare)."""
-    order = np.argsort((features["document_ids"] != 0).sum(axis=1), kind="stable")
-    x = {k: v[order] for k, v in features.items()}
-    ds = tf.data.Dataset.from_tensor_slices((x, answers[order])).batch(batch_size)
-
-    def trim(x, y):
-        def longest(ids):
-            real = tf.reduce_max(tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=1))
-            return tf.minimum(-(-real // 32) * 32, tf.shape(ids)[1])
-
-        x = dict(x)
-        x["document_ids"] = x["document_ids"][:, : longest(x["document_ids"])]
-        x["query_ids"] = x["query_ids"][:, : longest(x["query_ids"])]
-        return x, {"probabilities": y}
-
-    ds = ds.map(trim).cache()
-    if shuffle:
-        ds = ds.shuffle(len(answers) // batch_size + 1, seed=seed)
-    return ds.prefetch(tf.data.AUTOTUNE), order
-
-
-def fit_aoa_reader(
-    train_questions: Sequence[ClozeQuestion],
-    test_questions: Sequence[ClozeQuestion],
-    vocabulary: Sequence[str],
-    epochs: int = 5,
-    batch_size: int = 32,
-    learning_rate: float = 1e-3,
-    embedding_dim: int = 64,
-    units: int = 64,
-    dropout: float = 0.1,
-    clipnorm: float | None = 5.0,
-    seed: int = 0,
-    verbose: int = 0,
-) -> AoAReaderResult:
-    """Trains `build_aoa_reader` on cloze questions and reports test accuracy.
-
-    The loss is `candidate_crossentropy` on the `probabilities` output (Adam,
-    gradient norm clipped at `clipnorm` as in Cui et al. 2017). The reader predicts
-    the candidate with the most attention mass; its test accuracy is reported
-    beside the most-frequent-candidate baseline and chance on the same questions.
-
-    Args:
-        train_questions, test_questions: lists of `ClozeQuestion` (make the test
-            questions from held-out documents, with `vocabulary=vocabulary`).
-        vocabulary: list of str from `build_cloze_vocabulary` on training documents.
-        epochs, batch_size, learning_rate, clipnorm: training settings.
-        embedding_dim, units, dropout: passed to `build_aoa_reader`.
-        seed: int. Random seed. Defaults to 0.
-        verbose: Keras verbosity. Defaults to 0.
-
-    Returns:
-        An `AoAReaderResult`.
-    """
-    from keras_attn.models.text import build_aoa_reader
-
-    check_positive_int("epochs", epochs)
-    check_positive_int("batch_size", batch_size)
-    keras.utils.set_random_seed(seed)
-    start = time.perf_counter()
-    vocabulary = list(vocabulary)
-    train_x, train_y = encode_cloze(train_questions, vocabulary)
-    test_x, test_y = encode_cloze(test_questions, vocabulary)
-    train_ds, _ = _dataset(train_x, train_y, batch_size, True, seed)
-    test_ds, test_order = _dataset(test_x, test_y, batch_size, False, seed)
-    model = build_aoa_reader(
-        len(vocabulary), embedding_dim=embedding_dim, units=units, dropout=dropout
-    )
-    optimizer = keras.optimizers.Adam(learning_rate, clipnorm=clipnorm)
-    model.compile(optimizer=optimizer, loss={"probabilities": candidate_crossentropy})
-    history = model.fit(train_ds, epochs=epochs, verbose=verbose)
-    probabilities = model.predict(test_ds.map(lambda x, y: x), verbose=0)[
-        "probabilities"
-    ]
-    predictions = np.empty(len(test_y), "int64")
-    predictions[test_order] = probabilities.argmax(axis=-1)
-    return AoAReaderResult(
-        model=model,
-        vocabulary=vocabulary,
-        test_accuracy=cloze_accuracy(predictions, test_questions),
-        most_frequent_accuracy=cloze_accuracy(
-            most_frequent_candidate(test_questions), test_questions
-        ),
-        random_accuracy=float(np.mean([1 / len(q.candidates) for q in test_questions])),
-        train_questions=len(train_questions),
-        test_questions=len(test_questions),
-        test_predictions=predictions,
-        history=dict(history.history),
-        seconds=time.perf_counter() - start,
-    )

@@ -1,5 +1,6 @@
-"""The review sample shipped with keras_attn.text, and loaders for the text data sets
-of ../shared/data (review_polarity, ag_news, chnsenticorp_htl; see its DATA.md)."""
+"""The review sample shipped with keras_attn.text, loaders for the text data sets
+of ../shared/data (review_polarity, ag_news, chnsenticorp_htl; see its DATA.md), and
+the stratified split the text benchmarks and notebooks use."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
+
 __all__ = [
     "REVIEW_SAMPLE",
     "load_ag_news",
     "load_chnsenticorp_htl",
     "load_review_polarity",
     "load_review_sample",
+    "stratified_split",
 ]
 
 #: 960 movie reviews (Pang & Lee polarity v2.0, research use): see data/ATTRIBUTION.md.
@@ -98,3 +102,24 @@ def load_review_sample() -> tuple[list[str], list[str]]:
     (960, ['neg', 'pos'])
     """
     return load_review_polarity(REVIEW_SAMPLE)
+
+
+def stratified_split(labels, validation_fraction=0.2, seed=0):
+    """Indices `(train, validation)` of a split stratified by label.
+
+    Example:
+
+    >>> train, validation = stratified_split(["a", "a", "b", "b", "b"], 0.4)
+    >>> len(train), len(validation)
+    (3, 2)
+    """
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    train, val = [], []
+    for value in sorted(set(labels.tolist())):
+        idx = np.flatnonzero(labels == value)
+        rng.shuffle(idx)
+        n_val = int(round(len(idx) * validation_fraction))
+        val.extend(idx[:n_val].tolist())
+        train.extend(idx[n_val:].tolist())
+    return np.array(sorted(train)), np.array(sorted(val))

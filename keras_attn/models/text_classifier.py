@@ -1,5 +1,7 @@
 """One call from raw documents to a trained text classifier (used by the CLI, the
-quickstart, the benchmark and the notebooks)."""
+quickstart, the benchmark and the notebooks): `fit_text_classifier` returns a
+`TextClassifier`, the model with its tokenizer and class names
+(`keras_attn.serving.export` writes one for TF Serving)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from keras_attn import distribute
 from keras_attn._validation import check_choice
 from keras_attn.backend import keras, tf
+from keras_attn.layers.text import HashedNgrams
+from keras_attn.models.han import build_han_classifier
+from keras_attn.models.text import (
+    build_text_serving_model,
+    compile_text_classifier,
+    wide_layer,
+)
+from keras_attn.models.transformer_classifier import build_transformer_classifier
+from keras_attn.text.datasets import stratified_split
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
     Tokenizer,
@@ -26,7 +38,6 @@ __all__ = [
     "TextClassifier",
     "corpus_limits",
     "fit_text_classifier",
-    "stratified_split",
 ]
 
 MODELS = ("han", "transformer", "bert")
@@ -59,29 +70,9 @@ class TextClassifier:
     settings: dict = field(default_factory=dict)
 
     def serving_model(self):
-        """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`)."""
-        from keras_attn.models.text import build_text_serving_model
-
+        """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`);
+        `keras_attn.serving.export(classifier, base_dir)` exports it."""
         return build_text_serving_model(self.model, self.tokenizer, self.class_names)
-
-    def export(
-        self, base_dir, version=None, overwrite=False, warmup=None, explain=False
-    ):
-        """Exports for TF Serving as `base_dir/<version>/`; returns the path.
-
-        `warmup` (raw strings) and `explain` as for `export_text_classifier`."""
-        from keras_attn.models.text import export_text_classifier
-
-        return export_text_classifier(
-            self.model,
-            self.tokenizer,
-            base_dir,
-            version=version,
-            class_names=self.class_names,
-            overwrite=overwrite,
-            warmup=warmup,
-            explain=explain,
-        )
 
     def model_inputs(self, texts):
         """The model's inputs for raw strings: token ids, and n-gram ids when wide.
@@ -89,8 +80,6 @@ class TextClassifier:
         These are what training fed the model (and what `han_attention_model` of
         it takes).
         """
-        from keras_attn.models.text import wide_layer
-
         texts = tf.constant(list(texts))
         ids = self.tokenizer(texts)
         wide = wide_layer(self.model)
@@ -125,20 +114,6 @@ def _check_pairs(x_name, xs, y_name, ys):
             f"`{x_name}` and `{y_name}` must have the same length. Received: "
             f"{len(xs)} {x_name} and {len(ys)} {y_name}"
         )
-
-
-def stratified_split(labels, validation_fraction=0.2, seed=0):
-    """Indices `(train, validation)` of a split stratified by label."""
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    train, val = [], []
-    for value in sorted(set(labels.tolist())):
-        idx = np.flatnonzero(labels == value)
-        rng.shuffle(idx)
-        n_val = int(round(len(idx) * validation_fraction))
-        val.extend(idx[:n_val].tolist())
-        train.extend(idx[n_val:].tolist())
-    return np.array(sorted(train)), np.array(sorted(val))
 
 
 #: Model widths `fit_text_classifier` uses unless given (`**model_kwargs`): sized so
@@ -193,8 +168,6 @@ def corpus_limits(
     >>> corpus_limits(["One two. Three.", "Four five six."], percentile=100)
     {'max_sentences': 2, 'max_words': 4, 'sequence_length': 5, 'max_ngrams': 8}
     """
-    from keras_attn.text.layers import HashedNgrams
-
     if (
         isinstance(percentile, bool)
         or not isinstance(percentile, (int, float))
@@ -372,14 +345,6 @@ def fit_text_classifier(
     >>> clf.predict(["A wonderful, moving film."])[0] in ("neg", "pos")
     True
     """
-    from keras_attn import distribute
-    from keras_attn.models.text import (
-        build_han_classifier,
-        build_transformer_classifier,
-        compile_text_classifier,
-        wide_layer,
-    )
-
     check_choice("model", model, MODELS)
     _check_pairs("texts", texts, "labels", labels)
     if validation_texts is not None or validation_labels is not None:

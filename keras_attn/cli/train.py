@@ -1,155 +1,26 @@
-"""`keras-attn quickstart` and `keras-attn train ctr`: the CTR commands.
+"""`keras-attn train ctr|text`: one `train` command, a kind for each model family.
 
-Registered in `keras_attn.cli.COMMANDS` by `add_quickstart` and `add_train`.
+`ctr` infers feature specs from a CSV file, trains a (multi-task) CTR model and
+exports it; `text` trains a document classifier from a CSV or JSON-lines file and
+exports it with raw strings in. Registered in `keras_attn.cli.main.COMMANDS` by
+`add_train`. Like every command, the functions import TensorFlow and the models
+when they run, after `keras_attn.cli.main` has imported TensorFlow quietly.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import gzip
+import json
 from pathlib import Path
 
-__all__ = ["add_quickstart", "add_train", "quickstart", "train_ctr"]
-
-
-def _print_predictions(export_dir, rows, specs, tasks, show):
-    """Reloads the export with TensorFlow alone and prints its predictions."""
-    from keras_attn.features import to_dataset
-    from keras_attn.serving import load_serving_fn
-
-    serve = load_serving_fn(export_dir)
-    feeds = next(iter(to_dataset(rows, specs, batch_size=len(rows))))
-    outputs = serve(**feeds)
-    print(f"\nPredictions of the SavedModel {export_dir} for {len(rows)} raw rows:")
-    for i in range(len(rows)):
-        values = {c: rows.iloc[i][c] for c in show if c in rows}
-        raw = ", ".join(
-            f"{c}={getattr(v, 'item', lambda v=v: v)()!r}" for c, v in values.items()
-        )
-        probs = "  ".join(
-            f"{t.name}={float(outputs[t.name].numpy()[i, 0]):.3f}" for t in tasks
-        )
-        print(f"  [{raw}] -> {probs}")
-    return outputs
-
-
-def quickstart(args: argparse.Namespace) -> int:
-    """Trains an MMoE (attention gate) on the shipped census sample, exports it,
-    reloads the export and predicts three raw rows."""
-    from keras_attn.datasets import census_features, census_tasks, load_census_sample
-    from keras_attn.features import to_dataset
-    from keras_attn.models import build_ctr_model
-    from keras_attn.models.ctr import fit_ctr_model
-    from keras_attn.serving import export
-
-    start = time.time()
-    df = load_census_sample()
-    train, test = df.iloc[:4000], df.iloc[4000:]
-    specs = census_features(train)
-    tasks = census_tasks()
-    print(
-        f"Census-income sample (UCI, CC BY 4.0): {len(train)} training rows, "
-        f"{len(test)} test rows, {len(specs)} features; tasks: "
-        + ", ".join(f"{t.name} ({t.label} = {t.positive!r})" for t in tasks)
-    )
-    model = build_ctr_model(
-        specs,
-        tasks,
-        embedding_dim=8,
-        num_experts=4,
-        expert_units=(32,),
-        tower_units=(16,),
-        gate="attention",
-        name="census_mmoe",
-    )
-    # The raw rows are encoded once by the model's own preprocessing layers and the
-    # rest of the model trains on the ids; `model` still takes raw values. (XLA
-    # would compile longer than these few thousand rows take to train.)
-    fit_ctr_model(
-        model,
-        specs,
-        tasks,
-        train,
-        epochs=args.epochs,
-        batch_size=256,
-        seed=0,
-        learning_rate=args.learning_rate,
-        jit_compile=False,
-        verbose=0 if args.quiet else 1,
-    )
-    test_ds = to_dataset(test, specs, tasks, batch_size=1000)
-    logs = model.evaluate(test_ds, return_dict=True, verbose=0)
-    print(
-        "\nTest AUC: "
-        + ", ".join(f"{t.name} {logs[f'{t.name}_auc']:.4f}" for t in tasks)
-    )
-    path = export(
-        model,
-        Path(args.output) / "census_mmoe",
-        version=1,
-        features=specs,
-        overwrite=True,
-    )
-    print(f"Exported for TF Serving to {path}")
-    rows = test.iloc[:3]
-    _print_predictions(
-        path,
-        rows,
-        specs,
-        tasks,
-        ["age", "education", "sex", "income_50k", "marital_stat"],
-    )
-    if args.text:
-        from keras_attn.quickstart_text import run_text_quickstart
-
-        run_text_quickstart(args.output, epochs=args.text_epochs, quiet=args.quiet)
-    print(f"\nDone in {time.time() - start:.0f} s.")
-    return 0
-
-
-def add_quickstart(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "quickstart",
-        help="train an MMoE on the shipped census sample and a HAN on shipped movie "
-        "reviews, export and serve them",
-        description="Trains a multi-task MMoE with the attention gate on the census-"
-        "income sample shipped in the package (tasks: income > 50K, never married), "
-        "prints each task's test AUC, exports to OUTPUT/census_mmoe/1 for TF Serving, "
-        "reloads that export with TensorFlow alone and prints its predictions for "
-        "three raw rows; then does the same with a HAN on the movie reviews shipped "
-        "in the package (OUTPUT/review_han/1, raw sentences in; skip with --no-text).",
-    )
-    parser.add_argument(
-        "--epochs", type=int, default=8, help="CTR training epochs (default: 8)"
-    )
-    parser.add_argument(
-        "--learning-rate", type=float, default=3e-3, help="Adam's (default: 0.003)"
-    )
-    parser.add_argument(
-        "--output",
-        default="saved_models",
-        help="folder of the export (default: saved_models)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--text",
-        dest="text",
-        action="store_true",
-        default=True,
-        help="then also train a HAN on the movie-review sample shipped in the "
-        "package, print its test accuracy, export it to OUTPUT/review_han/1 and "
-        "classify raw sentences with the export (the default)",
-    )
-    parser.add_argument(
-        "--no-text", dest="text", action="store_false", help="skip the text part"
-    )
-    parser.add_argument(
-        "--text-epochs",
-        type=int,
-        default=4,
-        help="training epochs of the text part (default: 4)",
-    )
-    parser.set_defaults(func=quickstart)
+__all__ = [
+    "add_distribute_arguments",
+    "add_train",
+    "read_text_file",
+    "train_ctr",
+    "train_text",
+]
 
 
 #: `keras_attn.distribute.KINDS`, spelled out: `--help` loads no TensorFlow.
@@ -185,8 +56,7 @@ def train_ctr(args: argparse.Namespace) -> int:
 
     from keras_attn.distribute import get_strategy
     from keras_attn.features import CategoricalFeature, infer_features
-    from keras_attn.models import Task, build_ctr_model
-    from keras_attn.models.ctr import fit_ctr_model
+    from keras_attn.models import Task, build_ctr_model, fit_ctr_model
     from keras_attn.serving import export
 
     labels = _split(args.labels)
@@ -272,9 +142,96 @@ def train_ctr(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_train(subparsers) -> None:
-    train = subparsers.add_parser("train", help="train a model on your own data")
-    kinds = train.add_subparsers(dest="kind", metavar="KIND")
+def read_text_file(path, text_column: str, label_column: str):
+    """Texts and labels from a CSV (header row) or JSON-lines file, gzip or plain.
+
+    A JSON-lines row may hold the text as a list of sentences (joined by spaces),
+    as review_polarity does.
+    """
+    path = Path(path)
+    name = path.name.removesuffix(".gz")
+    if name.endswith((".jsonl", ".json")):
+        opener = gzip.open if path.suffix == ".gz" else open
+        texts, labels = [], []
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                for column in (text_column, label_column):
+                    if column not in row:
+                        raise SystemExit(
+                            f"column {column!r} not in {path}. Keys: {sorted(row)}"
+                        )
+                text = row[text_column]
+                texts.append(" ".join(text) if isinstance(text, list) else str(text))
+                labels.append(str(row[label_column]))
+        return texts, labels
+    import pandas as pd
+
+    df = pd.read_csv(path, keep_default_na=False)
+    for column in (text_column, label_column):
+        if column not in df.columns:
+            raise SystemExit(
+                f"column {column!r} not in {path}. Columns: {list(df.columns)}"
+            )
+    return df[text_column].astype(str).tolist(), df[label_column].astype(str).tolist()
+
+
+def train_text(args: argparse.Namespace) -> int:
+    """Trains a HAN / Transformer / BERT-style classifier; exports it."""
+    from keras_attn.models import fit_text_classifier
+    from keras_attn.serving import export
+
+    texts, labels = read_text_file(args.data, args.text_column, args.label_column)
+    print(
+        f"{args.data}: {len(texts)} documents ({args.validation_split:.0%} of them, "
+        f"stratified, for early stopping), classes {sorted(set(labels))}; "
+        f"model {args.model}"
+    )
+    # Widths not given fall back to fit_text_classifier's MODEL_DEFAULTS.
+    if args.model == "han":
+        kwargs = dict(embedding_dim=args.embedding_dim, units=args.units)
+    else:
+        kwargs = dict(
+            hidden_dim=args.embedding_dim,
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
+        )
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    clf = fit_text_classifier(
+        texts,
+        labels,
+        model=args.model,
+        validation_fraction=args.validation_split,
+        wide=args.wide,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        vocabulary=args.vocab,
+        min_count=args.min_count,
+        max_sentences=args.max_sentences,
+        max_words=args.max_words,
+        sequence_length=args.sequence_length,
+        patience=args.patience or None,
+        verbose=2,
+        seed=args.seed,
+        strategy=args.strategy,
+        tpu=args.tpu,
+        backup_dir=args.backup_dir,
+        checkpoint_dir=args.checkpoint_dir,
+        **kwargs,
+    )
+    print(f"settings: {clf.settings}")
+    if clf.val_accuracy is not None:
+        print(f"validation accuracy: {clf.val_accuracy:.4f}")
+    if args.export:
+        path = export(clf, args.export, version=args.version)
+        print(f"Exported for TF Serving (raw strings in) to {path}")
+    return 0
+
+
+def _add_ctr(kinds) -> None:
     p = kinds.add_parser(
         "ctr",
         help="a (multi-task) CTR model from a CSV file",
@@ -352,11 +309,83 @@ def add_train(subparsers) -> None:
         "--version", type=int, help="export version (default: one above the highest)"
     )
     add_distribute_arguments(p)
+    p.set_defaults(func=train_ctr)
 
-    def dispatch(args):
-        if getattr(args, "kind", None) != "ctr":
-            train.print_help()
-            return 2
-        return train_ctr(args)
 
-    train.set_defaults(func=dispatch)
+def _add_text(kinds) -> None:
+    p = kinds.add_parser(
+        "text",
+        help="a document classifier (HAN, Transformer, BERT-style) from raw text",
+        description="Trains a document classifier on a CSV (header row) or JSON-lines "
+        "file, with a stratified validation split and early stopping on its "
+        "accuracy. Tokenization (tensorflow-text) runs in tf.data and inside the "
+        "export, whose serving_default takes raw strings (`text`) and returns "
+        "`probabilities` and `label`. Needs TF Serving 2.20 or newer.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--data", required=True, help="CSV or JSON-lines file (.gz too)")
+    p.add_argument("--text-column", required=True, help="column of the documents")
+    p.add_argument("--label-column", required=True, help="column of the labels")
+    p.add_argument(
+        "--model",
+        choices=["han", "transformer", "bert"],
+        default="han",
+        help="han: hierarchical attention (bi-GRU); transformer: encoder over words; "
+        "bert: BERT-style encoder over WordPiece, trained from scratch",
+    )
+    p.add_argument(
+        "--vocab",
+        help="vocabulary: bert-base-uncased, bert-base-chinese or a vocab.txt "
+        "(WordPiece); default: words of the training data (bert: "
+        "bert-base-uncased)",
+    )
+    from_data = " (default: from the training documents)"
+    p.add_argument("--min-count", type=int, help="min word count" + from_data)
+    p.add_argument("--max-sentences", type=int, help="HAN sentences" + from_data)
+    p.add_argument("--max-words", type=int, help="HAN words a sentence" + from_data)
+    p.add_argument("--sequence-length", type=int, help="Transformer tokens" + from_data)
+    p.add_argument(
+        "--wide",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="add the wide part (hashed word uni- and bigrams; default: on for han "
+        "and transformer, off for bert)",
+    )
+    widths = " (default: keras_attn.models.text_classifier.MODEL_DEFAULTS)"
+    p.add_argument(
+        "--embedding-dim", type=int, help="embedding (HAN) or model width" + widths
+    )
+    p.add_argument("--units", type=int, help="HAN GRU units" + widths)
+    p.add_argument("--num-layers", type=int, help="Transformer layers" + widths)
+    p.add_argument("--num-heads", type=int, help="Transformer heads" + widths)
+    p.add_argument("--epochs", type=int, default=20, help="most training epochs")
+    p.add_argument("--batch-size", type=int, default=32, help="batch size")
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate")
+    p.add_argument(
+        "--validation-split",
+        type=float,
+        default=0.1,
+        help="fraction of the documents carved off for early stopping",
+    )
+    p.add_argument(
+        "--patience", type=int, default=5, help="early-stopping epochs (0: none)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--export", metavar="DIR", help="export to DIR/<version>")
+    p.add_argument("--version", type=int, help="export version")
+    add_distribute_arguments(p)
+    p.set_defaults(func=train_text)
+
+
+def add_train(subparsers) -> None:
+    """The `train` command and its kinds, `ctr` and `text`."""
+    train = subparsers.add_parser("train", help="train a model on your own data")
+    kinds = train.add_subparsers(dest="kind", metavar="KIND")
+    _add_ctr(kinds)
+    _add_text(kinds)
+
+    def kind_missing(args) -> int:
+        train.print_help()
+        return 2
+
+    train.set_defaults(func=kind_missing)

@@ -1,8 +1,10 @@
-"""Small layers the text models need: masked sequence pooling, the predicted label,
-and the wide (linear, hashed n-gram) part of the wide-and-deep classifiers.
+"""The text models' glue layers: token masks, masked sequence pooling, a layer per
+sentence, the predicted label, the AoA reader's candidate sum, and the wide (linear,
+hashed n-gram) part of the wide-and-deep classifiers.
 
-They live here (not in `keras_attn.layers`) because they are plumbing of the text
-models rather than attention ideas of their own.
+They are importable from this module (`keras_attn.layers.text`), not from
+`keras_attn.layers`, whose `__all__` lists the attention layers themselves.
+`HashedNgrams` splits text as the tokenizers do (`keras_attn.text`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `predict` streams a CSV or JSONL file through an export's signature in batches and
 writes one row per input row; `inspect` tells what an export takes and returns and
-what a TF Serving needs to load it. Registered in `keras_attn.cli.COMMANDS` by
-`add_predict` and `add_inspect`; neither imports Keras.
+what a TF Serving needs to load it. Registered in `keras_attn.cli.main.COMMANDS` by
+`add_predict` and `add_inspect`.
 """
 
 from __future__ import annotations

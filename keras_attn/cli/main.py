@@ -1,7 +1,8 @@
-"""`keras-attn`: the command line of keras_attn.
+"""`keras-attn`: the entry of the command line, and `keras-attn layers`.
 
-Subcommands register themselves through `COMMANDS`: each entry adds its parser to the
-subparsers and names the function that runs it.
+The commands register through `COMMANDS`: each entry adds its parser to the
+subparsers and names the function that runs it. `main` imports TensorFlow quietly
+(`keras_attn.startup`) before a command runs.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import argparse
 import sys
 
 from keras_attn import __version__
-from keras_attn.cli_ctr import add_quickstart, add_train
-from keras_attn.cli_serving import add_inspect, add_predict
-from keras_attn.cli_text import add_train_text
+from keras_attn.cli.quickstart import add_quickstart
+from keras_attn.cli.serving import add_inspect, add_predict
+from keras_attn.cli.train import add_train
 from keras_attn.startup import import_tensorflow
+
+__all__ = ["COMMANDS", "build_parser", "main"]
 
 
 def _layers(args: argparse.Namespace) -> int:
@@ -38,7 +41,6 @@ COMMANDS = [
     _add_layers,
     add_quickstart,
     add_train,
-    add_train_text,
     add_predict,
     add_inspect,
 ]

@@ -1,0 +1,165 @@
+"""The model classes keep their settings: a `.keras` file (and `from_config` of
+`get_config`) rebuilds the same class with the same settings and outputs, under both
+Keras generations; their parts are attributes; the CTR model is composed of parts
+passed as objects."""
+
+import json
+
+import numpy as np
+import pytest
+
+from keras_attn.backend import keras
+from keras_attn.features import CategoricalFeature, NumericFeature, SequenceFeature
+from keras_attn.layers import PLE, AttentionSequencePooling, InteractingLayer, MMoE
+from keras_attn.models import (
+    AoAReader,
+    BertBackbone,
+    BertClassifier,
+    CTRModel,
+    HANClassifier,
+    TransformerClassifier,
+)
+
+SPECS = [
+    CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
+    CategoricalFeature("user", vocabulary=["u1", "u2"]),
+    NumericFeature("price", mean=1.0, std=2.0),
+    SequenceFeature("history", shares="item", max_len=3),
+]
+ROWS = {
+    "item": np.array(["i1", "i3", "nope"]),
+    "user": np.array(["u1", "u2", "u1"]),
+    "price": np.array([1.0, np.nan, 3.0], "float32"),
+    "history": np.array(["i1|i2", "", "i3|i3|i1|i2"]),
+}
+
+
+def _ids(shape, vocabulary=30, seed=0):
+    ids = np.random.default_rng(seed).integers(1, vocabulary, size=shape)
+    ids[0, ..., -1] = 0  # some padding
+    return ids.astype("int32")
+
+
+def _ctr():
+    return CTRModel(
+        SPECS,
+        ["click", "buy"],
+        embedding_dim=4,
+        interaction=[InteractingLayer(num_heads=1, att_dim=4, name="interacting")],
+        sequence_pooling={"history": AttentionSequencePooling(hidden_units=(4,))},
+        multitask=PLE(["click", "buy"], expert_units=[4], num_levels=1),
+        towers={"buy": keras.Sequential([keras.layers.Dense(3, activation="relu")])},
+        embeddings_initializer=keras.initializers.RandomUniform(-0.5, 0.5),
+    )
+
+
+def _bert():
+    return BertBackbone(30, sequence_length=6, hidden_dim=8, num_layers=2, num_heads=2)
+
+
+def _pairs(n=2):
+    ids = _ids((n, 6))
+    return {"token_ids": ids, "segment_ids": (ids > 10).astype("int32")}
+
+
+CASES = {
+    "ctr": (_ctr, lambda: ROWS),
+    "han": (
+        lambda: HANClassifier(
+            30,
+            2,
+            embedding_dim=8,
+            units=4,
+            attention_units=8,
+            class_names=["neg", "pos"],
+            wide={"num_buckets": 16, "max_ngrams": 5},
+        ),
+        lambda: {"token_ids": _ids((2, 3, 4)), "ngram_ids": _ids((2, 5), 17)},
+    ),
+    "transformer": (
+        lambda: TransformerClassifier(
+            30,
+            3,
+            6,
+            hidden_dim=8,
+            num_heads=2,
+            intermediate_dim=16,
+            embedding_dim=4,
+            positions="learned",
+            pooling="cls",
+        ),
+        lambda: _ids((2, 6)),
+    ),
+    "bert": (_bert, _pairs),
+    "bert_classifier": (lambda: BertClassifier(_bert(), 2, dropout=0.0), _pairs),
+    "aoa": (
+        lambda: AoAReader(30, embedding_dim=8, units=4),
+        lambda: {
+            "document_ids": _ids((2, 7)),
+            "query_ids": _ids((2, 3), seed=1),
+            "candidate_ids": _ids((2, 4), seed=2),
+        },
+    ),
+}
+
+
+def _json(config):
+    # As the .keras file holds it (tuples become lists).
+    return json.loads(json.dumps(config))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_keras_file_rebuilds_the_class_with_its_settings(name, tmp_path):
+    build, inputs = CASES[name]
+    model, x = build(), inputs()
+    expected = model(x)
+    config = _json(model.get_config())
+    again = type(model).from_config(model.get_config())
+    assert type(again) is type(model) and _json(again.get_config()) == config
+    path = str(tmp_path / f"{name}.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    assert type(reloaded) is type(model)
+    assert _json(reloaded.get_config()) == config
+    got = reloaded(x)
+    assert sorted(got) == sorted(expected)
+    for key, value in expected.items():
+        if value.dtype.is_floating:
+            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(got[key], value)
+
+
+def test_ctr_model_keeps_the_parts_it_was_given():
+    interaction = InteractingLayer(num_heads=1, att_dim=4)
+    mmoe = MMoE(["click", "buy"], num_experts=2, expert_units=[4])
+    tower = keras.layers.Dense(3, activation="relu")
+    model = CTRModel(
+        SPECS,
+        ["click", "buy"],
+        interaction=interaction,
+        multitask=mmoe,
+        towers={"click": tower},
+    )
+    assert model.interaction == [interaction] and model.multitask is mmoe
+    assert model.towers == {"click": tower, "buy": None}
+    assert sorted(model.heads) == ["buy", "click"] and model.heads["buy"].units == 1
+    assert model.sequence_tables["item"].input_dim == 4  # 3 items + 1 OOV bucket
+    assert [t.name for t in model.tasks] == ["click", "buy"]
+    assert sorted(model.preprocessor(ROWS)) == [
+        "categorical_ids",
+        "history_lookup",
+        "history_mask",
+        "item_lookup",
+        "numeric_preprocessing",
+    ]
+
+
+def test_ctr_model_rejects_parts_for_other_tasks_or_features():
+    with pytest.raises(ValueError, match="`multitask` must mix the experts"):
+        CTRModel(SPECS, ["click", "buy"], multitask=MMoE(["click"], num_experts=2))
+    with pytest.raises(ValueError, match="`towers` must be a dict"):
+        CTRModel(SPECS, ["click"], towers={"buy": keras.layers.Dense(2)})
+    with pytest.raises(ValueError, match="`sequence_pooling` must be a dict"):
+        CTRModel(SPECS, ["click"], sequence_pooling={"item": keras.layers.Dense(2)})
