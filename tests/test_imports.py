@@ -34,6 +34,7 @@ CTR_SIDE = [
     "keras_attn.datasets",
     "keras_attn.serving",
     "keras_attn.models",
+    "keras_attn.models.retrieval",  # TFRS only when a retrieval model is built
 ]
 TEXT_SIDE = ["keras_attn.text"]
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from keras_attn._validation import check_at_most, check_shape
 from keras_attn.backend import KERAS_3, keras
 from keras_attn.datasets import load_movielens_din, load_movielens_sequences
 from keras_attn.models.retrieval import (
@@ -222,6 +223,20 @@ def test_top_k_metrics_ranks_ties_exclusion_and_intervals():
     assert one_row["ranks"].tolist() == [3, 0]
     with pytest.raises(ValueError, match="`users` must have shape"):
         top_k_metrics(scores, targets, users=[1, 2])
+
+
+def test_shape_and_limit_checks_name_the_argument():
+    with pytest.raises(
+        ValueError,
+        match=r"`k` must be at most the number of items \(5\)\. Received: k=6",
+    ):
+        check_at_most("k", 6, 5, "the number of items")
+    check_at_most("k", 5, 5, "the number of items")
+    with pytest.raises(
+        ValueError, match=r"`x` must have shape \(2, None\) \(rows, any\)"
+    ):
+        check_shape("x", (3, 4), (2, None), "(rows, any)")
+    check_shape("x", (2, 9), (2, None))
 
 
 @pytest.mark.skipif(not KERAS_3, reason="the Keras 3 error")
