@@ -22,7 +22,7 @@ from keras_attn.models.retrieval import (
     top_k_metrics,
 )
 from tests.conftest import shared_data
-from tests.harness import run_isolated
+from tests.harness import run_isolated, run_layer_test
 from tests.test_datasets_recsys import RATINGS, _expected_history, _write_movielens
 
 legacy_only = pytest.mark.skipif(
@@ -171,6 +171,20 @@ def test_history_pooling_last_attention_mean_and_empty_rows():
     assert np.all(np.isfinite(pooled)) and not pooled[1].any()
     with pytest.raises(ValueError, match="`pooling` must be one of"):
         HistoryPooling("max")
+
+
+@pytest.mark.slow
+def test_history_pooling_keeps_the_layer_contracts():
+    # The attention pooling, the form with weights; "last" is checked above.
+    rng = np.random.default_rng(0)
+    mask = np.array([[True, True, False], [False, False, False], [True] * 3])
+    run_layer_test(
+        HistoryPooling,
+        {"pooling": "attention", "units": 4},
+        {"inputs": rng.normal(size=(3, 3, 5)).astype("float32"), "mask": mask},
+        (3, 5),
+        expected_num_trainable_weights=3,
+    )
 
 
 def test_history_encoder_masks_padding_and_zeroes_empty_histories():
