@@ -179,7 +179,7 @@ def load_movielens_sequences(
     >>> data = load_movielens_sequences(
     ...     "../shared/data/movielens_100k")  # doctest: +SKIP
     >>> data.train.history.shape  # doctest: +SKIP
-    (72687, 50)
+    (71732, 50)
     """
     check_positive_int("history_length", history_length)
     check_positive_int("test_ratings", test_ratings)

@@ -349,7 +349,10 @@ class SequentialRetrieval(keras.Model):
     the TFRS retrieval task: a softmax of each query over the batch's candidates
     (its own target and the other examples' targets). Called on
     `{"history": ...}` it returns the query embeddings; `candidate_embeddings()`
-    gives every item's; `recommend` the top items of histories.
+    gives every item's; `recommend` the top items of histories. Keep its weights
+    with `save_weights`/`load_weights` (the genre table is among them); each tower
+    is a functional model that also saves to `.keras` on its own, and
+    `export_retrieval_index` writes the served form.
 
     Args:
         num_items: int. Item indices run 1..num_items.
