@@ -34,6 +34,7 @@ PROBES = {
         " 'fine-tuning (val accuracy)': results}"
     ),
     "document_classification.ipynb": "{'accuracy': results}",
+    "retrieval_tfrs.ipynb": "results",
 }
 MARK = "KERAS_ATTN_HEADLINE="
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 __all__ = [
+    "check_at_most",
     "check_batch_sizes",
     "check_bool",
     "check_choice",
@@ -24,6 +25,7 @@ __all__ = [
     "check_positive_int_list",
     "check_rank",
     "check_rate",
+    "check_shape",
     "static_shape",
 ]
 
@@ -253,3 +255,27 @@ def check_ids(name: str, ids, size: int):
     message = f"`{name}` must hold ids in [0, {size})"
     with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
         return tf.identity(ids)
+
+
+def check_at_most(name: str, value, limit, limit_meaning: str) -> None:
+    """`value` must be at most `limit` (e.g. `k` and the number of items)."""
+    if value > limit:
+        raise ValueError(
+            f"`{name}` must be at most {limit_meaning} ({limit}). "
+            f"Received: {name}={value!r}"
+        )
+
+
+def check_shape(name: str, shape, expected, meaning: str = "") -> None:
+    """An array's shape must equal `expected` (None in `expected` matches any
+    size)."""
+    shape, expected = tuple(shape), tuple(expected)
+    ok = len(shape) == len(expected) and all(
+        e is None or s == e for s, e in zip(shape, expected)
+    )
+    if not ok:
+        meaning = f" {meaning}" if meaning else ""
+        raise ValueError(
+            f"`{name}` must have shape {expected}{meaning}. "
+            f"Received: {name}.shape={shape}"
+        )

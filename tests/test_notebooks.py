@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import shared_data
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
@@ -78,3 +80,22 @@ def test_document_classification_notebook_runs(tmp_path, monkeypatch):
     assert len(_images(outputs)) >= 2, "the attention heatmaps were not drawn"
     assert not _native_lines(outputs)
     assert not list(exports.glob("keras_attn_han_*")), "the export was not removed"
+
+
+@pytest.mark.slow
+def test_retrieval_notebook_runs(tmp_path, monkeypatch):
+    # MovieLens is not shipped: the notebook reads ../shared/data (skip without it).
+    monkeypatch.setenv("MOVIELENS_DIR", str(shared_data("movielens_100k")))
+    # It exports into a temporary folder and removes it (checked as above).
+    exports = tmp_path / "tmp"
+    exports.mkdir()
+    monkeypatch.setenv("TMPDIR", str(exports))
+    # It sets TF_USE_LEGACY_KERAS=1 itself, under either suite run.
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    outputs = _execute("retrieval_tfrs.ipynb", tmp_path, monkeypatch)
+    assert not _native_lines(outputs)
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "epoch 1/1: loss" in text, "no progress line per epoch"
+    assert not list(exports.glob("keras_attn_retrieval_*")), (
+        "the export was not removed"
+    )

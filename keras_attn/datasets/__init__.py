@@ -17,10 +17,17 @@ from keras_attn.datasets.movielens import (
     load_movielens_din,
     movielens_din_features,
 )
+from keras_attn.datasets.movielens_sequences import (
+    MovieLensSequences,
+    SequenceExamples,
+    load_movielens_sequences,
+)
 
 __all__ = [
     "CENSUS_LABELS",
     "MovieLensDIN",
+    "MovieLensSequences",
+    "SequenceExamples",
     "census_features",
     "census_tasks",
     "criteo_features",
@@ -29,5 +36,6 @@ __all__ = [
     "load_census_sample",
     "load_criteo",
     "load_movielens_din",
+    "load_movielens_sequences",
     "movielens_din_features",
 ]
