@@ -187,6 +187,7 @@ def test_history_pooling_keeps_the_layer_contracts():
     )
 
 
+@pytest.mark.slow
 def test_history_encoder_masks_padding_and_zeroes_empty_histories():
     tower = HistoryEncoder(
         num_items=20, history_length=4, embedding_dim=8, num_layers=1
