@@ -3,6 +3,9 @@ and headline figures.
 
 `python -m benchmarks.bench_notebooks [--notebooks a.ipynb,b.ipynb] [--timeout S]`
 
+Each notebook's result goes to its own RESULTS.md section (`bench_notebooks_<name>`),
+with the command that runs it alone.
+
 Each notebook runs in a fresh kernel of this interpreter (nbclient), with
 `KERAS_ATTN_NOTEBOOK_SMALL` unset and no `TF_CPP_MIN_LOG_LEVEL`, from the notebooks
 folder (so `../shared/data` is where the notebook looks for it). After its last cell
@@ -94,35 +97,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for key in ("KERAS_ATTN_NOTEBOOK_SMALL", "TF_CPP_MIN_LOG_LEVEL"):
         os.environ.pop(key, None)
-    rows = []
     for name in args.notebooks.split(","):
         print(f"running {name} (full mode) ...", flush=True)
+        load_start = os.getloadavg()[0]
         result = run_notebook(name, args.timeout)
+        load_end = os.getloadavg()[0]
         print(json.dumps(result, default=float), flush=True)
         verdict = "yes" if result["wall_s"] <= BOUND_S else "**no**"
-        rows.append(
-            f"| {name} | {result['wall_s']:.0f} | {verdict} | "
-            f"{result['native_log_lines']} | {_format(result['headline'])} |"
+        body = "\n".join(
+            [
+                "Full mode (`KERAS_ATTN_NOTEBOOK_SMALL` unset), a fresh kernel, wall "
+                "time from kernel start to the last cell. The figures are the "
+                "notebook's own variables after the run. Load average (1 min) at the "
+                f"start / end: {load_start:.1f} / {load_end:.1f} on "
+                f"{os.cpu_count()} CPUs.",
+                "",
+                "| notebook | wall s | within 10 min | native log lines | headline |",
+                "|---|---|---|---|---|",
+                f"| {name} | {result['wall_s']:.0f} | {verdict} | "
+                f"{result['native_log_lines']} | {_format(result['headline'])} |",
+            ]
         )
-    body = "\n".join(
-        [
-            "Full mode (`KERAS_ATTN_NOTEBOOK_SMALL` unset), a fresh kernel each, wall "
-            "time from kernel start to the last cell. The figures are the notebooks' "
-            "own variables after the run.",
-            "",
-            "| notebook | wall s | within 10 min | native log lines | headline |",
-            "|---|---|---|---|---|",
-            *rows,
-        ]
-    )
-    print(body)
-    if not args.no_write:
-        from benchmarks._results import write_section
+        print(body)
+        if not args.no_write:
+            from benchmarks._results import write_section
 
-        command = "python -m benchmarks.bench_notebooks " + " ".join(
-            argv if argv is not None else sys.argv[1:]
-        )
-        write_section("bench_notebooks", body, command.strip())
+            # One section per notebook, so a run of some notebooks keeps the others'.
+            write_section(
+                f"bench_notebooks_{Path(name).stem}",
+                body,
+                f"python -m benchmarks.bench_notebooks --notebooks {name}",
+            )
     return 0
 
 
