@@ -20,6 +20,25 @@ SECTION = "bench_roofline"
 SIZE = 2048
 
 
+def cpu_description() -> str:
+    """The CPU's model name and its matmul-relevant flags (Linux), e.g.
+    "AMD EPYC (avx2, fma)": bfloat16 pays where amx_bf16 or avx512_bf16 shows."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    shown = [f for f in wanted if f in flags]
+    return f"{model} ({', '.join(shown) or 'no AVX2'})"
+
+
 def matmul_gflops(
     dtype: str = "float32",
     jit_compile: bool = False,
@@ -93,6 +112,7 @@ def main() -> None:
     rates = roofline(reps=args.reps, xla=not args.no_xla)
     loads.append(os.getloadavg()[0])
     body = (
+        f"CPU: {cpu_description()}. "
         f"A {SIZE}x{SIZE}x{SIZE} matmul, best of {args.reps} timings of 4 chained "
         "matmuls in one `tf.function`.\n\n" + table(rates, max(loads))
     )
