@@ -100,11 +100,18 @@ def _assert_shape(name, got, expected, ignore_batch=False):
     assert got == expected, f"{name}: shape {got} != expected {expected}"
 
 
+def _is_floating(array) -> bool:
+    # NumPy calls bfloat16 (an ml_dtypes type) kind "V", not "f".
+    return array.dtype.kind == "f" or array.dtype.name == "bfloat16"
+
+
 def _assert_finite(name, values):
     for i, v in enumerate(values):
-        v = _numpy(v).astype("float64") if _numpy(v).dtype.kind == "f" else _numpy(v)
-        if v.dtype.kind == "f":
-            assert np.all(np.isfinite(v)), f"{name}: output {i} has NaN/inf"
+        v = _numpy(v)
+        if _is_floating(v):
+            assert np.all(np.isfinite(v.astype("float64"))), (
+                f"{name}: output {i} ({v.dtype}) has NaN/inf"
+            )
 
 
 def _call(layer, inputs, call_kwargs, training=None):
@@ -312,4 +319,47 @@ def assert_mask_invariant(
         np.testing.assert_allclose(g, b, atol=atol, err_msg=f"output {i} moved")
 
 
-__all__ = ["assert_mask_invariant", "run_layer_test"]
+POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def assert_masked_rows(
+    layer_cls,
+    init_kwargs: dict,
+    inputs: dict[str, np.ndarray],
+    zero_rows: dict[int, tuple],
+    call_kwargs: dict | None = None,
+    policies=POLICIES,
+):
+    """Under each policy: fully masked rows give exact zeros, and nothing is NaN.
+
+    For every policy the layer is made afresh and called (training=True) on
+    `inputs` (floats fed as float32, as a model's inputs are); its outputs and the
+    gradients of their sum must be finite, and `outputs[i][zero_rows[i]]` must be
+    exactly 0 for each output index `i` in `zero_rows` (the rows whose mask has no
+    real position: their weights, and the pooled vectors of pooling layers).
+    """
+    for policy in policies:
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            layer = layer_cls(**init_kwargs)
+            cast = {
+                k: tf.constant(v) if v.dtype.kind != "f" else tf.constant(v, "float32")
+                for k, v in inputs.items()
+            }
+            with tf.GradientTape() as tape:
+                outputs = _flat_outputs(_call(layer, cast, call_kwargs, training=True))
+                loss = tf.add_n([tf.reduce_sum(tf.cast(o, "float32")) for o in outputs])
+            _assert_finite(f"{policy} outputs", outputs)
+            grads = tape.gradient(loss, layer.trainable_weights)
+            _assert_finite(f"{policy} gradients", [g for g in grads if g is not None])
+            for i, index in zero_rows.items():
+                got = _numpy(outputs[i])[index].astype("float32")
+                assert np.all(got == 0), (
+                    f"{policy}: output {i} at fully masked rows {index} is not zero: "
+                    f"max |value| {np.abs(got).max()}"
+                )
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+
+__all__ = ["POLICIES", "assert_mask_invariant", "assert_masked_rows", "run_layer_test"]

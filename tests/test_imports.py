@@ -27,6 +27,7 @@ PARTS = {
     "keras_attn": "base",
     "keras_attn.backend": "base",
     "keras_attn._validation": "base",
+    "keras_attn.precision": "base",
     "keras_attn.startup": "base",
     "keras_attn.text": "text",
     "keras_attn.layers": "layers",

@@ -30,6 +30,7 @@ from keras_attn._validation import check_finite
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.models.bert import check_backbone
+from keras_attn.precision import check_model_policy, resolve_jit_compile
 
 __all__ = [
     "BertPretrainer",
@@ -318,7 +319,7 @@ def fit_bert_pretrainer(
     validation_data=None,
     learning_rate: float = 1e-3,
     nsp_weight: float = 1.0,
-    jit_compile: bool = False,
+    jit_compile: bool | str | None = False,
     steps_per_execution: int = 1,
     strategy=None,
     tpu: str | None = None,
@@ -326,6 +327,7 @@ def fit_bert_pretrainer(
     checkpoint_dir=None,
     callbacks=None,
     verbose=0,
+    mixed_precision: str | None = None,
 ):
     """Trains a `BertPretrainer` (compiled here unless it already is).
 
@@ -348,7 +350,9 @@ def fit_bert_pretrainer(
         learning_rate: float. Adam's, when the model is compiled here.
             Defaults to 1e-3.
         nsp_weight: float. Weight of the NSP loss, when compiled here.
-        jit_compile: bool. XLA, when compiled here. Defaults to False.
+        jit_compile: bool, or "auto" / None: XLA, when compiled here; "auto"
+            compiles with XLA except for a bfloat16 model on a machine without
+            GPU or TPU (see `keras_attn.precision`). Defaults to False.
         steps_per_execution: int. When compiled here. Defaults to 1.
         strategy: a `tf.distribute.Strategy` or a `get_strategy` kind; must be the
             model's (see `keras_attn.distribute.model_strategy`).
@@ -360,6 +364,11 @@ def fit_bert_pretrainer(
             `checkpoint_dir/epoch_NNN.weights.h5`.
         callbacks: list of Keras callbacks.
         verbose: Keras' `fit` verbosity. Defaults to 0.
+        mixed_precision: str or None. The policy the model was built under (build
+            the `BertBackbone` and the pretrainer inside
+            `keras_attn.precision.policy_scope("mixed_bfloat16")`); a built model
+            cannot change it, so a different value raises. None reads it from
+            the model. It picks the "auto" `jit_compile`. Defaults to None.
 
     Returns:
         The `History` of `fit`.
@@ -368,6 +377,8 @@ def fit_bert_pretrainer(
         raise ValueError(
             f"`model` must be a BertPretrainer. Received: model={type(model).__name__}"
         )
+    policy = check_model_policy(model, mixed_precision, "fit_bert_pretrainer")
+    jit_compile = resolve_jit_compile(jit_compile, policy, default=True)
     strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
     if callable(data) and not isinstance(data, tf.data.Dataset):
         if batch_size is None:

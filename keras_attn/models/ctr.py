@@ -49,6 +49,12 @@ from keras_attn.layers import (
     MMoE,
 )
 from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.precision import (
+    check_mixed_precision,
+    check_model_policy,
+    policy_scope,
+    resolve_jit_compile,
+)
 
 __all__ = [
     "MULTITASK",
@@ -540,6 +546,7 @@ def build_ctr_model(
     embeddings_initializer="uniform",
     embeddings_regularizer=None,
     name: str = "ctr",
+    mixed_precision: str = "float32",
 ) -> CTRModel:
     """A `CTRModel` from flat arguments: the common cases in one call.
 
@@ -587,6 +594,10 @@ def build_ctr_model(
             numeric vectors). Defaults to "uniform".
         embeddings_regularizer: optional regularizer of the field embeddings.
         name: str. The model's name. Defaults to "ctr".
+        mixed_precision: str. The Keras dtype policy the model is built under
+            (`keras_attn.precision.POLICIES`): "float32", "mixed_bfloat16" or
+            "mixed_float16"; the output units stay float32. The global policy is
+            restored afterwards. Defaults to "float32".
 
     Returns:
         A `CTRModel`: inputs `{feature name: (batch,)}`, outputs
@@ -604,69 +615,71 @@ def build_ctr_model(
     >>> sorted(model.output_names), type(model.multitask).__name__
     (['buy', 'click'], 'MMoE')
     """
-    tasks = _as_tasks(tasks)
-    task_names = [t.name for t in tasks]
-    if multitask is None:
-        multitask = "mmoe" if len(tasks) > 1 else "shared_bottom"
-    check_choice("multitask", multitask, MULTITASK)
-    check_bool("use_residual", use_residual)
-    check_int("interacting_layers", interacting_layers, minimum=0)
-    if multitask == "mmoe":
-        block = MMoE(
-            tasks=task_names,
-            num_experts=num_experts,
-            expert_units=tuple(expert_units),
-            gate=gate,
-            gate_score=gate_score,
-            dropout=dropout,
-            name="mmoe",
-        )
-    elif multitask == "ple":
-        block = PLE(
-            tasks=task_names,
-            num_shared_experts=num_shared_experts,
-            num_task_experts=num_task_experts,
-            num_levels=num_levels,
-            expert_units=tuple(expert_units),
-            gate=gate,
-            gate_score=gate_score,
-            dropout=dropout,
-            name="ple",
-        )
-    else:
-        block = _mlp(bottom_units, activation, dropout, "bottom")
-    towers = {
-        t: _mlp(tower_units, activation, dropout, f"{t}_tower") for t in task_names
-    }
-    return CTRModel(
-        features,
-        tasks,
-        embedding_dim=embedding_dim,
-        shared_table=shared_table,
-        interaction=[
-            InteractingLayer(
-                num_heads=num_heads,
-                att_dim=att_dim,
-                use_residual=use_residual,
-                name=f"interacting_{i}",
+    check_mixed_precision(mixed_precision)
+    with policy_scope(mixed_precision):
+        tasks = _as_tasks(tasks)
+        task_names = [t.name for t in tasks]
+        if multitask is None:
+            multitask = "mmoe" if len(tasks) > 1 else "shared_bottom"
+        check_choice("multitask", multitask, MULTITASK)
+        check_bool("use_residual", use_residual)
+        check_int("interacting_layers", interacting_layers, minimum=0)
+        if multitask == "mmoe":
+            block = MMoE(
+                tasks=task_names,
+                num_experts=num_experts,
+                expert_units=tuple(expert_units),
+                gate=gate,
+                gate_score=gate_score,
+                dropout=dropout,
+                name="mmoe",
             )
-            for i in range(interacting_layers)
-        ],
-        sequence_pooling={
-            f.name: AttentionSequencePooling(
-                hidden_units=tuple(din_hidden_units),
-                activation=din_activation,
-                name=f"{f.name}_din_pooling",
+        elif multitask == "ple":
+            block = PLE(
+                tasks=task_names,
+                num_shared_experts=num_shared_experts,
+                num_task_experts=num_task_experts,
+                num_levels=num_levels,
+                expert_units=tuple(expert_units),
+                gate=gate,
+                gate_score=gate_score,
+                dropout=dropout,
+                name="ple",
             )
-            for f in features
-            if f.kind == "sequence"
-        },
-        multitask=block,
-        towers=towers,
-        embeddings_initializer=embeddings_initializer,
-        embeddings_regularizer=embeddings_regularizer,
-        name=name,
-    )
+        else:
+            block = _mlp(bottom_units, activation, dropout, "bottom")
+        towers = {
+            t: _mlp(tower_units, activation, dropout, f"{t}_tower") for t in task_names
+        }
+        return CTRModel(
+            features,
+            tasks,
+            embedding_dim=embedding_dim,
+            shared_table=shared_table,
+            interaction=[
+                InteractingLayer(
+                    num_heads=num_heads,
+                    att_dim=att_dim,
+                    use_residual=use_residual,
+                    name=f"interacting_{i}",
+                )
+                for i in range(interacting_layers)
+            ],
+            sequence_pooling={
+                f.name: AttentionSequencePooling(
+                    hidden_units=tuple(din_hidden_units),
+                    activation=din_activation,
+                    name=f"{f.name}_din_pooling",
+                )
+                for f in features
+                if f.kind == "sequence"
+            },
+            multitask=block,
+            towers=towers,
+            embeddings_initializer=embeddings_initializer,
+            embeddings_regularizer=embeddings_regularizer,
+            name=name,
+        )
 
 
 def compile_ctr_model(
@@ -798,7 +811,7 @@ def fit_ctr_model(
     seed: int | None = None,
     optimizer="adam",
     learning_rate: float | None = None,
-    jit_compile: bool = True,
+    jit_compile: bool | str | None = "auto",
     steps_per_execution: int = 16,
     callbacks=None,
     verbose="auto",
@@ -806,6 +819,7 @@ def fit_ctr_model(
     tpu: str | None = None,
     backup_dir=None,
     checkpoint_dir=None,
+    mixed_precision: str | None = None,
 ):
     """Trains a `CTRModel` with its preprocessing run once.
 
@@ -832,7 +846,10 @@ def fit_ctr_model(
         seed: int. Shuffle seed.
         optimizer: a Keras optimizer or its name. Defaults to "adam".
         learning_rate: float. The optimizer's learning rate, when given.
-        jit_compile: bool. Compile the core's steps with XLA. Defaults to True.
+        jit_compile: bool, or "auto" / None: compile the core's steps with XLA,
+            except for a bfloat16 model on a machine without GPU or TPU, which
+            trains faster without it (see `keras_attn.precision`). Defaults to
+            "auto".
         steps_per_execution: int. Training steps per call into the compiled
             function (1 under tf_keras for CSV input, whose length is unknown).
             Defaults to 16.
@@ -854,6 +871,10 @@ def fit_ctr_model(
         checkpoint_dir: str. Weights after each epoch go to
             `checkpoint_dir/epoch_NNN.weights.h5` (the core's weights, which are
             the model's trainable ones, in the core's order).
+        mixed_precision: str or None. The policy the model was built under
+            (`build_ctr_model(..., mixed_precision=...)`); a built model cannot
+            change it, so a different value raises. None reads it from the model.
+            It picks the "auto" `jit_compile`. Defaults to None.
 
     Returns:
         The `History` of the core's `fit` (its logs are keyed by task name as the
@@ -875,6 +896,8 @@ def fit_ctr_model(
     check_positive_int("batch_size", batch_size)
     check_positive_int("epochs", epochs)
     tasks = _as_tasks(tasks)
+    if mixed_precision is not None:
+        check_mixed_precision(mixed_precision)
     steps = None
     if isinstance(data, pd.DataFrame):  # as to_dataset tells it from CSV paths
         steps = len(data) // batch_size
@@ -887,6 +910,8 @@ def fit_ctr_model(
     with strategy.scope():
         # The core's optimizer must live under the strategy of its variables.
         preprocessor, core = split_ctr_model(model, features)
+    policy = check_model_policy(model, mixed_precision, "fit_ctr_model")
+    jit_compile = resolve_jit_compile(jit_compile, policy, default=True)
 
     def train_dataset(size, context):
         ds = _train_dataset(size)

@@ -21,6 +21,11 @@ from keras_attn.models.text import (
     wide_layer,
 )
 from keras_attn.models.transformer_classifier import build_transformer_classifier
+from keras_attn.precision import (
+    check_mixed_precision,
+    policy_scope,
+    resolve_jit_compile,
+)
 from keras_attn.text.datasets import stratified_split
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
@@ -274,6 +279,8 @@ def fit_text_classifier(
     tpu: str | None = None,
     backup_dir=None,
     checkpoint_dir=None,
+    mixed_precision: str = "float32",
+    jit_compile: bool | str | None = "auto",
     **model_kwargs,
 ) -> TextClassifier:
     """Tokenizes, builds and trains a HAN, Transformer or BERT-style classifier.
@@ -331,6 +338,12 @@ def fit_text_classifier(
             epoch's data order (shuffled by `(seed, epoch)`).
         checkpoint_dir: str. Weights after each epoch go to
             `checkpoint_dir/epoch_NNN.weights.h5`.
+        mixed_precision: str. The Keras dtype policy the model is built under
+            (`keras_attn.precision.POLICIES`); the probabilities stay float32 and
+            the global policy is restored afterwards. Defaults to "float32".
+        jit_compile: bool, or "auto" / None: Keras' own default, except no XLA
+            for "mixed_bfloat16" on a machine without GPU or TPU (see
+            `keras_attn.precision`). Defaults to "auto".
         **model_kwargs: passed to the model builder (over `MODEL_DEFAULTS`).
 
     Returns:
@@ -346,6 +359,8 @@ def fit_text_classifier(
     True
     """
     check_choice("model", model, MODELS)
+    check_mixed_precision(mixed_precision)
+    jit_compile = resolve_jit_compile(jit_compile, mixed_precision, default=None)
     _check_pairs("texts", texts, "labels", labels)
     if validation_texts is not None or validation_labels is not None:
         _check_pairs(
@@ -425,7 +440,9 @@ def fit_text_classifier(
             "activation": "gelu",
             **model_kwargs,
         }
-    with strategy.scope():  # the model's and the optimizer's variables
+    compile_kwargs = {} if jit_compile is None else {"jit_compile": jit_compile}
+    # The model's and the optimizer's variables; its layers take the policy.
+    with strategy.scope(), policy_scope(mixed_precision):
         if model == "han":
             net = build_han_classifier(
                 tokenizer.vocabulary_size,
@@ -443,7 +460,7 @@ def fit_text_classifier(
                 wide=wide,
                 **model_kwargs,
             )
-        compile_text_classifier(net, learning_rate=learning_rate)
+        compile_text_classifier(net, learning_rate=learning_rate, **compile_kwargs)
     # The wide part's ids come from the layer the serving model also uses.
     wide_part = wide_layer(net)
     hasher = wide_part.hasher() if wide_part is not None else None
