@@ -133,6 +133,11 @@ def test_ctr_model_in_bfloat16_trains_with_float32_outputs(monkeypatch):
     plain = build_ctr_model(specs, tasks, **TINY)
     assert model_policy(plain) == "float32"
     assert "bfloat16" not in _compute_dtypes(plain)
+    # fit_ctr_model's "auto" in float32 too: XLA only with an accelerator (on a CPU
+    # every short fit of the CTR benchmarks took longer with XLA's compile).
+    first = len(compiled)  # the core's compile, then the raw model's
+    fit_ctr_model(plain, specs, tasks, df, batch_size=32, verbose=0)
+    assert compiled[first] is precision.has_accelerator()
 
 
 @pytest.mark.slow

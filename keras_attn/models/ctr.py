@@ -52,6 +52,7 @@ from keras_attn.models.base import FunctionalModel, Parts
 from keras_attn.precision import (
     check_mixed_precision,
     check_model_policy,
+    has_accelerator,
     policy_scope,
     resolve_jit_compile,
 )
@@ -846,10 +847,15 @@ def fit_ctr_model(
         seed: int. Shuffle seed.
         optimizer: a Keras optimizer or its name. Defaults to "adam".
         learning_rate: float. The optimizer's learning rate, when given.
-        jit_compile: bool, or "auto" / None: compile the core's steps with XLA,
-            except for a bfloat16 model on a machine without GPU or TPU, which
-            trains faster without it (see `keras_attn.precision`). Defaults to
-            "auto".
+        jit_compile: bool, or "auto" / None: compile the core's steps with XLA.
+            "auto" compiles with XLA on a GPU or TPU and not on a CPU-only
+            machine: there every fit of the CTR benchmarks (census MMoE 5 epochs,
+            DIN 2, AutoInt 3) took less wall time without XLA, whose compile
+            costs more than it saves in a short fit (and XLA's CPU backend does
+            not use AMX for bfloat16). For a long MMoE fit on a CPU pass True:
+            its epochs ran 1.5-1.9x faster under XLA on the census benchmark,
+            which pays back the compile after roughly a thousand steps
+            (`benchmarks/RESULTS.md`, bench_ctr). Defaults to "auto".
         steps_per_execution: int. Training steps per call into the compiled
             function (1 under tf_keras for CSV input, whose length is unknown).
             Defaults to 16.
@@ -911,7 +917,8 @@ def fit_ctr_model(
         # The core's optimizer must live under the strategy of its variables.
         preprocessor, core = split_ctr_model(model, features)
     policy = check_model_policy(model, mixed_precision, "fit_ctr_model")
-    jit_compile = resolve_jit_compile(jit_compile, policy, default=True)
+    # "auto": XLA with an accelerator only (the docstring says why).
+    jit_compile = resolve_jit_compile(jit_compile, policy, default=has_accelerator())
 
     def train_dataset(size, context):
         ds = _train_dataset(size)
