@@ -204,7 +204,7 @@ def value_transforms(name, parts, transforms, patience, epochs, verbose=0) -> st
     base = transforms[0]
     rows = [
         "| value_transform | test accuracy [95 % Wilson] | minus "
-        f"{base!r}'s, paired 95 % | McNemar p | fit s (epochs run, best) |",
+        f"{base}'s, paired 95 % | McNemar p | fit s (epochs run, best) |",
         "|---|---|---|---|---|",
     ]
     for transform, r in results.items():
