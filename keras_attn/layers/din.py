@@ -238,10 +238,10 @@ class LocalActivationUnit(Layer):
       diagonal).
 
     The first layer's kernel `W` is applied as `q (W_q + W_d) + k_j (W_k - W_d) +
-    p(q, k_j) W_p`, the same value, so the query's part is computed once per
-    example rather than once per history item; the outer product's part is
-    `k_j M_q` with `M_q[b] = Σ_a q_a W_p[a * dim + b]`, so no `dim²` vector is
-    formed per item.
+    p(q, k_j) W_p` (`p` the product term), the same value, so the query's part is
+    computed once per example rather than once per history item. The outer product
+    forms a `dim²` vector per (real) history item: cheap at DIN's embedding sizes
+    (64 values at 8), large at wide ones.
 
     Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
 
@@ -391,13 +391,10 @@ class LocalActivationUnit(Layer):
         )
         # [q, k, q - k, q * k] W  ==  q (W_q + W_d) + [k, q * k] [W_k - W_d; W_p]
         query_part = tf.matmul(query, w_q + w_d) + tf.cast(self.biases[0], dtype)
-        if self.interaction == "outer_product":
-            return self._outer_product_scores(
-                query, keys, mask, query_part, w_k - w_d, w_p, training
-            )
-        pair_kernel = tf.concat([w_k - w_d, w_p], axis=0)  # (2 * dim, units)
+        # (2 * dim, units), or (dim + dim², units) for the outer product
+        pair_kernel = tf.concat([w_k - w_d, w_p], axis=0)
         if mask is None:
-            pairs = tf.concat([keys, query[:, tf.newaxis, :] * keys], axis=-1)
+            pairs = tf.concat([keys, self._pair(query[:, tf.newaxis, :], keys)], -1)
             hidden = tf.einsum("btd,du->btu", pairs, pair_kernel)
             hidden += query_part[:, tf.newaxis, :]
             units = self.hidden_units[0]
@@ -410,32 +407,19 @@ class LocalActivationUnit(Layer):
         index = tf.where(mask)  # (items, 2): (example, position)
         rows = index[:, 0]
         items = tf.gather_nd(keys, index)  # (items, dim)
-        pairs = tf.concat([items, tf.gather(query, rows) * items], axis=-1)
+        pairs = tf.concat([items, self._pair(tf.gather(query, rows), items)], -1)
         hidden = tf.matmul(pairs, pair_kernel) + tf.gather(query_part, rows)
         scores = self._mlp(hidden, training)  # (items,)
         return tf.scatter_nd(index, scores, tf.shape(mask, out_type=index.dtype))
 
-    def _outer_product_scores(
-        self, query, keys, mask, query_part, key_kernel, outer_kernel, training
-    ):
-        # vec(q ⊗ k) W_p == k M_q, M_q[b, u] = Σ_a q_a W_p[a * dim + b, u]: one
-        # (dim, units) matrix per example, no dim² vector per history item.
-        dim, units = query.shape[-1], self.hidden_units[0]
-        outer_kernel = tf.reshape(outer_kernel, [dim, dim, units])
-        # (batch, dim, units): the keys' kernel, query-dependent part included
-        key_matrix = tf.einsum("ba,adu->bdu", query, outer_kernel) + key_kernel
-        if mask is None:
-            hidden = tf.einsum("btd,bdu->btu", keys, key_matrix)
-            hidden += query_part[:, tf.newaxis, :]
-            scores = self._mlp(tf.reshape(hidden, [-1, units]), training)
-            return tf.reshape(scores, tf.shape(keys)[:2])
-        index = tf.where(mask)  # (items, 2): (example, position)
-        rows = index[:, 0]
-        items = tf.gather_nd(keys, index)  # (items, dim)
-        hidden = tf.einsum("id,idu->iu", items, tf.gather(key_matrix, rows))
-        hidden += tf.gather(query_part, rows)
-        scores = self._mlp(hidden, training)  # (items,)
-        return tf.scatter_nd(index, scores, tf.shape(mask, out_type=index.dtype))
+    def _pair(self, query, keys):
+        """`q ⊙ k`, or `vec(q ⊗ k)` (`[..., a * dim + b] = q_a k_b`), on the last
+        axis; `query` broadcasts against `keys`."""
+        if self.interaction == "concat_diff_product":
+            return query * keys
+        outer = query[..., :, tf.newaxis] * keys[..., tf.newaxis, :]
+        shape = tf.concat([tf.shape(outer)[:-2], [keys.shape[-1] ** 2]], axis=0)
+        return tf.reshape(outer, shape)
 
     def _mlp(self, hidden, training):
         """(rows, hidden_units[0]) pre-activations -> (rows,) scores."""
