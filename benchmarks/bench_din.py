@@ -26,6 +26,15 @@ includes encoding the raw DataFrame and compiling). Every run is a fresh process
     python -m benchmarks.bench_din [--epochs 2] [--seeds 2] [--xla both|on|off]
         [--shared-table] [--no-write]
     python -m benchmarks.bench_din --select-epochs 4 [--seeds 1]
+    python -m benchmarks.bench_din --interactions concat_diff_product,outer_product
+        [--seeds 2] [--xla off] [--shared-table]
+
+`--interactions A,B` compares keras_attn's DIN activation unit inputs (issue 16's
+open question: `LocalActivationUnit(interaction=...)`, the default
+`[q, k, q - k, q ⊙ k]` against the paper's outer product `vec(q ⊗ k)` in place of
+`q ⊙ k`): keras_attn alone (no DeepCTR row), each interaction on the same seeds
+(the order alternating), the paired DeLong interval of each AUC minus the first's;
+everything else as above. Section `bench_din_interaction`.
 
 `--select-epochs N` trains both on an inner split (each user's last 10 training
 ratings held out; the test part is not read) and prints the held-out AUC after each
@@ -99,6 +108,7 @@ def run_keras_attn(
     inner: bool = False,
     jit: bool = True,
     shared_table: bool = False,
+    interaction: str = "concat_diff_product",
 ) -> dict:
     from keras_attn.backend import keras
     from keras_attn.features import to_dataset
@@ -116,6 +126,7 @@ def run_keras_attn(
         shared_table=shared_table,
         din_hidden_units=CONFIG["att_units"],
         din_activation="dice",
+        din_interaction=interaction,
         embeddings_initializer=keras.initializers.RandomNormal(
             stddev=CONFIG["init_std"]
         ),
@@ -261,21 +272,35 @@ def run_deepctr(out_dir: str, seed: int, epochs: int, inner: bool = False) -> di
 _SCRIPT = r"""
 import json, sys
 from benchmarks.bench_din import run_deepctr, run_keras_attn
-out_dir, which, seed, epochs, inner, shared = sys.argv[1:7]
+out_dir, which, seed, epochs, inner, shared, interaction = sys.argv[1:8]
 if which == "deepctr":
     r = run_deepctr(out_dir, int(seed), int(epochs), inner == "1")
 else:
     r = run_keras_attn(
-        out_dir, int(seed), int(epochs), inner == "1", which == "xla", shared == "1"
+        out_dir,
+        int(seed),
+        int(epochs),
+        inner == "1",
+        which == "xla",
+        shared == "1",
+        interaction,
     )
 print(json.dumps(r))
 """
 
 
-def _run(which, out_dir, seed, epochs, inner=False, shared_table=False):
+def _run(
+    which,
+    out_dir,
+    seed,
+    epochs,
+    inner=False,
+    shared_table=False,
+    interaction="concat_diff_product",
+):
     return run_process(
         _SCRIPT,
-        [which, seed, epochs, int(inner), int(shared_table)],
+        [which, seed, epochs, int(inner), int(shared_table), interaction],
         legacy=which == "deepctr",
         out_dir=out_dir,
     )
@@ -297,6 +322,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="keras_attn keeps its plain fields' rows in one table",
     )
+    parser.add_argument(
+        "--interactions",
+        default="",
+        metavar="A,B",
+        help="compare keras_attn's DIN activation unit interactions (no DeepCTR)",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not (DATA / "u.item").exists():
@@ -306,6 +337,8 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 0
+    if args.interactions:
+        return compare_interactions(args, parser)
     inner = args.select_epochs > 0
     epochs = args.select_epochs if inner else args.epochs
     results: dict[str, list] = {}
@@ -388,6 +421,80 @@ def main(argv=None) -> int:
         from benchmarks._results import write_section
 
         write_section(section, body, command)
+    return 0
+
+
+def compare_interactions(args, parser) -> int:
+    """keras_attn's DIN with each `--interactions` value on the same seeds."""
+    from keras_attn.layers.din import INTERACTIONS
+
+    interactions = [i.strip() for i in args.interactions.split(",") if i.strip()]
+    bad = [i for i in interactions if i not in INTERACTIONS]
+    if bad or len(interactions) < 2 or args.xla == "both":
+        parser.error(
+            f"--interactions: two or more of {list(INTERACTIONS)} with --xla on|off. "
+            f"Received: --interactions {args.interactions} --xla {args.xla}"
+        )
+    which = "xla" if args.xla == "on" else "noxla"
+    names = {i: f"keras_attn DIN, interaction={i}" for i in interactions}
+    results: dict[str, list] = {names[i]: [] for i in interactions}
+    loads = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory() as out_dir:
+        for seed in range(args.seeds):
+            order = interactions if seed % 2 == 0 else interactions[::-1]
+            for interaction in order:
+                # The runs share `out_dir`: the predictions file names the
+                # interaction through a sub-folder.
+                sub = os.path.join(out_dir, interaction)
+                os.makedirs(sub, exist_ok=True)
+                r = _run(
+                    which,
+                    sub,
+                    seed,
+                    args.epochs,
+                    shared_table=args.shared_table,
+                    interaction=interaction,
+                )
+                loads.append(os.getloadavg()[0])
+                print(names[interaction], seed, r, file=sys.stderr, flush=True)
+                results[names[interaction]].append(r)
+        train, test, _ = load()
+        labels = test["label"].to_numpy()
+        baseline = names[interactions[0]]
+        walls = "; ".join(
+            f"{name}: {np.mean([r['wall_s'] for r in runs]):.1f} s"
+            for name, runs in results.items()
+        )
+        body = (
+            "Issue 16's open question: does DIN's activation unit gain from the "
+            "paper's outer product of candidate and behaviour? `LocalActivationUnit("
+            'interaction="outer_product")` feeds `[q, k, q - k, vec(q ⊗ k)]` '
+            "(3·8 + 8² = 88 inputs at embedding 8) where the default feeds "
+            "`[q, k, q - k, q ⊙ k]` (32). "
+            f"MovieLens-100K (755 users): {len(train):,} training and "
+            f"{len(test):,} test examples (each user's last "
+            f"{CONFIG['test_ratings']} ratings, by time), {labels.mean():.1%} "
+            f"positive; {args.epochs} epoch(s), {args.seeds} initialization "
+            "seed(s) (the same seeds for each interaction), otherwise the "
+            "configuration of the module docstring"
+            + (", one shared table" if args.shared_table else "")
+            + f", XLA {args.xla}. The DeLong intervals (of an AUC, and of the "
+            "paired difference on the same seed and test examples) are averaged "
+            f"over the seeds. Load average (1 min): {min(loads):.1f}-"
+            f"{max(loads):.1f} (2 shared cores).\n\n"
+            + results_table(labels, results, baseline)
+            + f"\n\nMean fit wall time: {walls}."
+        )
+        command = (
+            f"python -m benchmarks.bench_din --interactions {args.interactions} "
+            f"--epochs {args.epochs} --seeds {args.seeds} --xla {args.xla}"
+            + (" --shared-table" if args.shared_table else "")
+        )
+    print(body)
+    if not args.no_write:
+        from benchmarks._results import write_section
+
+        write_section("bench_din_interaction", body, command)
     return 0
 
 

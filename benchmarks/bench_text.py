@@ -22,10 +22,21 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
         [--models tfidf,han,han_deep,transformer,transformer_deep] [--quick]
         [--no-write]
     python -m benchmarks.bench_text --select-wide
+    python -m benchmarks.bench_text --datasets ag_news --value-transforms \
+        none,nonlinear,linear [--patience 2] [--epochs 10]
 
 Each measurement is kept in benchmarks/bench_text_runs.json (so data sets can run in
 separate processes); the RESULTS.md table shows every measurement there. `--quick`
 fits on at most 400 documents for at most 2 epochs (a smoke run; writes nothing).
+
+`--value-transforms` answers issue 16's open question on HAN's values (section
+`bench_text_value_transform`): HAN without the wide part (`wide=False`, so the
+attention's output alone feeds the softmax) fitted once per
+`ContextAttentionPooling(value_transform=...)` setting ("none": the paper's raw
+states), with the same seed, limits and early-stopping part, scored on the same test
+part; each setting's accuracy minus the first's comes with the paired 95 % interval
+(matched pairs: the documents one got right and the other wrong) and McNemar's
+exact p-value.
 """
 
 from __future__ import annotations
@@ -123,11 +134,15 @@ def tfidf_lr(name, xtr, ytr, xte, yte) -> dict:
     return {"correct": correct, "n": len(yte), "seconds": seconds}
 
 
-def neural(key, xtr, ytr, xte, yte, quick=False, verbose=0) -> dict:
-    """One `fit_text_classifier` default fit, scored on the test part."""
+def neural(
+    key, xtr, ytr, xte, yte, quick=False, verbose=0, extra=None, hits=False
+) -> dict:
+    """One `fit_text_classifier` default fit, scored on the test part (`extra`:
+    more arguments; `hits`: also each test document's 0/1 correctness)."""
     from keras_attn.models import fit_text_classifier
 
-    model, extra = MODELS[key]
+    model, base = MODELS[key]
+    extra = {**base, **(extra or {})}
     if quick:
         extra = {**extra, "epochs": 2}
     start = time.perf_counter()
@@ -136,7 +151,8 @@ def neural(key, xtr, ytr, xte, yte, quick=False, verbose=0) -> dict:
     predicted = []
     for i in range(0, len(xte), 128):
         predicted.extend(clf.predict(xte[i : i + 128]))
-    correct = int(np.sum(np.asarray(predicted) == np.asarray([str(v) for v in yte])))
+    right = np.asarray(predicted) == np.asarray([str(v) for v in yte])
+    correct = int(np.sum(right))
     history = clf.history.get(
         "val_probabilities_accuracy", clf.history.get("val_accuracy", [])
     )
@@ -144,7 +160,7 @@ def neural(key, xtr, ytr, xte, yte, quick=False, verbose=0) -> dict:
     if clf.settings.get("wide"):
         wide = clf.settings["wide"]
         settings["wide"] = {k: wide[k] for k in ("max_ngrams", "scale", "dropout")}
-    return {
+    result = {
         "correct": correct,
         "n": len(yte),
         "seconds": seconds,
@@ -153,6 +169,74 @@ def neural(key, xtr, ytr, xte, yte, quick=False, verbose=0) -> dict:
         "best_epoch": int(np.argmax(history)) + 1 if history else None,
         "settings": settings,
     }
+    if hits:
+        result["hits"] = right.astype(int).tolist()
+    return result
+
+
+def paired_difference(a, b, z: float = 1.959964) -> tuple[float, float, float, float]:
+    """Accuracy of `b` minus `a` on the same documents (0/1 arrays): the difference,
+    its 95 % Wald interval for matched pairs, and McNemar's exact two-sided
+    p-value."""
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    n = len(a)
+    only_b, only_a = int(np.sum(b & ~a)), int(np.sum(a & ~b))
+    d = (only_b - only_a) / n
+    half = z * math.sqrt(max(only_b + only_a - (only_b - only_a) ** 2 / n, 0)) / n
+    k, m = min(only_a, only_b), only_a + only_b
+    p = min(1.0, 2 * sum(math.comb(m, i) for i in range(k + 1)) / 2**m) if m else 1.0
+    return d, d - half, d + half, p
+
+
+def value_transforms(name, parts, transforms, patience, epochs, verbose=0) -> str:
+    """HAN (wide=False) once per value transform on one data set; the table."""
+    results = {}
+    for transform in transforms:
+        extra = {
+            "wide": False,
+            "patience": patience,
+            "epochs": epochs,
+            "value_transform": None if transform == "none" else transform,
+        }
+        r = neural("han_deep", *parts, verbose=verbose, extra=extra, hits=True)
+        print(f"  value_transform={transform}: {_cell(r)}", flush=True)
+        results[transform] = r
+    base = transforms[0]
+    rows = [
+        "| value_transform | test accuracy [95 % Wilson] | minus "
+        f"{base}'s, paired 95 % | McNemar p | fit s (epochs run, best) |",
+        "|---|---|---|---|---|",
+    ]
+    for transform, r in results.items():
+        low, high = wilson(r["correct"], r["n"])
+        diff = p = ""
+        if transform != base:
+            d, dlow, dhigh, pv = paired_difference(results[base]["hits"], r["hits"])
+            diff, p = f"{d:+.3f} ({dlow:+.3f} to {dhigh:+.3f})", f"{pv:.2f}"
+        rows.append(
+            f"| {transform} | {r['correct'] / r['n']:.3f} [{low:.3f}, {high:.3f}] | "
+            f"{diff} | {p} | {r['seconds']:.0f} ({r['epochs']}, "
+            f"{r['best_epoch']}) |"
+        )
+    settings = next(iter(results.values()))["settings"]
+    return (
+        "Issue 16's open question: should attention pooling transform the values "
+        "before weighting them? HAN weights the raw encoder states; self-attention "
+        "projects them. `ContextAttentionPooling(value_transform=...)` at both HAN "
+        'levels: none (the paper), "linear" (`h W_v + b_v`, square), '
+        '"nonlinear" (`tanh(h W_v + b_v)`). '
+        f"{name}: {len(parts[0])} documents to fit on (10 % of them carved off for "
+        f"early stopping), {len(parts[2])} test documents (the fixed stratified 20 "
+        "% test part of bench_text, used for nothing else). HAN with "
+        "`fit_text_classifier`'s defaults but `wide=False` (the attention's output "
+        f"alone feeds the softmax), at most {epochs} epochs, early-stopping "
+        f"patience {patience} (fixed beforehand to bound the run), seed 0 for "
+        "every row: the same vocabulary, data order and early-stopping part "
+        "(the initial weights differ where the extra weights shift the random "
+        "draws). Limits the defaults resolved to: "
+        f"{json.dumps(settings)}. One seed: the interval covers the test "
+        "documents' sampling, not the seed's.\n\n" + "\n".join(rows)
+    )
 
 
 #: The wide part alone on an inner 80/20 split (seed 1) of review_polarity's fitting
@@ -304,9 +388,47 @@ def main(argv=None) -> int:
         action="store_true",
         help="only the wide part alone on an inner split (WIDE_CHOICES)",
     )
+    parser.add_argument(
+        "--value-transforms",
+        default="",
+        metavar="none,nonlinear,...",
+        help="HAN (wide=False) per ContextAttentionPooling value_transform",
+    )
+    parser.add_argument("--patience", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args(argv)
     if args.select_wide:
         select_wide()
+        return 0
+    if args.value_transforms:
+        transforms = [t.strip() for t in args.value_transforms.split(",")]
+        known = ("none", "linear", "nonlinear")
+        name = args.datasets
+        if any(t not in known for t in transforms) or name not in FILES:
+            parser.error(
+                f"--value-transforms: a list of {list(known)} with one of --datasets "
+                f"{list(FILES)}. Received: {args.value_transforms!r}, {name!r}"
+            )
+        data = load(name)
+        if data is None:
+            print(f"{name}: skipped, {DATA / FILES[name]} is absent")
+            return 0
+        parts = split(*data, limit=400 if args.quick else None)
+        epochs = 2 if args.quick else args.epochs
+        text = value_transforms(
+            name, parts, transforms, args.patience, epochs, args.verbose
+        )
+        print(text)
+        if not (args.no_write or args.quick):
+            from benchmarks._results import write_section
+
+            write_section(
+                "bench_text_value_transform",
+                text,
+                f"python -m benchmarks.bench_text --datasets {name} "
+                f"--value-transforms {args.value_transforms} --patience "
+                f"{args.patience} --epochs {args.epochs}",
+            )
         return 0
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     models = [m.strip() for m in args.models.split(",") if m.strip()]

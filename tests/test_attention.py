@@ -145,15 +145,49 @@ def test_context_pooling_padded_steps_change_nothing(seed):
 
 
 @pytest.mark.slow
-def test_context_pooling_harness():
+@pytest.mark.parametrize(("value_transform", "weights"), [(None, 3), ("nonlinear", 5)])
+def test_context_pooling_harness(value_transform, weights):
     run_layer_test(
         ContextAttentionPooling,
-        {"units": 8},
+        {"units": 8, "value_transform": value_transform},
         {"inputs": V, "mask": VALUE_MASK},
         expected_output_shape=[(3, 6), (3, 5)],
-        expected_num_trainable_weights=3,
+        expected_num_trainable_weights=weights,
         call_kwargs={"return_attention_scores": True},
     )
+
+
+@pytest.mark.parametrize("value_transform", ["linear", "nonlinear"])
+def test_context_pooling_value_transform_matches_formula(value_transform):
+    layer = ContextAttentionPooling(
+        units=5, bias_initializer="random_normal", value_transform=value_transform
+    )
+    out, weights = layer(V, mask=VALUE_MASK, return_attention_scores=True)
+    # The scores still come from the raw states; only what is pooled changes.
+    _, exp_w = _np_context_pooling(layer, V, VALUE_MASK)
+    values = V @ layer.value_kernel.numpy() + layer.value_bias.numpy()
+    if value_transform == "nonlinear":
+        values = np.tanh(values)
+    np.testing.assert_allclose(weights.numpy(), exp_w, atol=1e-6)
+    np.testing.assert_allclose(
+        out.numpy(), np.einsum("bt,btd->bd", exp_w, values), atol=1e-5
+    )
+    np.testing.assert_array_equal(out.numpy()[2], 0.0)  # no real step: zeros
+    # A different value transform gives a different output from the same weights.
+    assert np.abs(out.numpy()[:2] - np.einsum("bt,btd->bd", exp_w, V)[:2]).max() > 1e-3
+
+
+def test_context_pooling_value_transform_config_and_validation():
+    layer = ContextAttentionPooling(units=4, use_bias=False, value_transform="linear")
+    out = layer(V)
+    assert layer.value_bias is None and len(layer.trainable_weights) == 3
+    clone = ContextAttentionPooling.from_config(layer.get_config())
+    assert clone.get_config()["value_transform"] == "linear"
+    clone(V)
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_allclose(clone(V).numpy(), out.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="`value_transform` must be one of.*'tanh'"):
+        ContextAttentionPooling(units=4, value_transform="tanh")
 
 
 def test_context_pooling_bad_arguments():

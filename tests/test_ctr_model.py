@@ -156,6 +156,18 @@ def test_din_single_task_shares_the_item_table():
     assert np.abs(a - d).max() > 1e-4
 
 
+def test_din_interaction_reaches_the_activation_unit():
+    kwargs = dict(embedding_dim=4, bottom_units=(8,), din_hidden_units=(8,))
+    model = build_ctr_model(
+        _din_specs(), ["click"], din_interaction="outer_product", **kwargs
+    )
+    unit = model.sequence_pooling["hist_item"].local_activation_unit
+    assert unit.interaction == "outer_product"
+    assert unit.kernels[0].shape == (3 * 4 + 4 * 4, 8)
+    with pytest.raises(ValueError, match="din_interaction='outer'"):
+        build_ctr_model(_din_specs(), ["click"], din_interaction="outer", **kwargs)
+
+
 @pytest.mark.slow
 def test_keras_save_and_reload_gives_the_same_outputs(tmp_path):
     df = _synthetic(32)

@@ -38,9 +38,15 @@ def _randomize(layer, seed=1):
 
 
 def _unit_np(unit, query, keys):
-    """The activation unit's MLP over [q, k, q - k, q * k], inference statistics."""
+    """The activation unit's MLP over [q, k, q - k, q * k] (or, for
+    "outer_product", [q, k, q - k, vec(q ⊗ k)]), inference statistics."""
     q = np.broadcast_to(query[:, None], keys.shape)
-    h = np.concatenate([q, keys, q - keys, q * keys], axis=-1)
+    if unit.interaction == "outer_product":
+        # vec(q ⊗ k)[a * dim + b] = q_a k_b
+        pair = np.einsum("bta,btc->btac", q, keys).reshape(keys.shape[:2] + (-1,))
+    else:
+        pair = q * keys
+    h = np.concatenate([q, keys, q - keys, pair], axis=-1)
     for i, (kernel, bias) in enumerate(zip(unit.kernels, unit.biases)):
         h = h @ np.asarray(kernel) + np.asarray(bias)
         if unit.dice_layers:
@@ -77,6 +83,19 @@ def test_harness_local_activation_unit():
         {"query": query, "keys": keys},
         expected_output_shape=(8, HIST),
         expected_num_trainable_weights=8,  # 3 kernels, 3 biases, 2 Dice alphas
+        expected_num_non_trainable_weights=4,
+    )
+
+
+@pytest.mark.slow
+def test_harness_local_activation_unit_outer_product():
+    query, keys, mask = _data(batch=8)
+    run_layer_test(
+        LocalActivationUnit,
+        {"hidden_units": (8, 4), "interaction": "outer_product"},
+        {"query": query, "keys": keys, "mask": mask},
+        expected_output_shape=(8, HIST),
+        expected_num_trainable_weights=8,
         expected_num_non_trainable_weights=4,
     )
 
@@ -145,6 +164,35 @@ def test_local_activation_unit_golden(activation):
     _randomize(unit)
     got = np.asarray(unit(query, keys))
     np.testing.assert_allclose(got, _unit_np(unit, query, keys), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_outer_product_interaction_golden(masked):
+    query, keys, mask = _data()
+    unit = LocalActivationUnit(hidden_units=(7, 3), interaction="outer_product")
+    unit(query, keys)
+    assert unit.kernels[0].shape == (3 * DIM + DIM * DIM, 7)
+    _randomize(unit)
+    expected = _unit_np(unit, query, keys)
+    if masked:
+        got = np.asarray(unit(query, keys, mask=mask))
+        expected = np.where(mask, expected, 0.0)
+    else:
+        got = np.asarray(unit(query, keys))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_interaction_config_round_trip_and_validation():
+    pooling = AttentionSequencePooling(hidden_units=(4,), interaction="outer_product")
+    config = pooling.get_config()
+    assert config["interaction"] == "outer_product"
+    clone = AttentionSequencePooling.from_config(config)
+    assert clone.local_activation_unit.interaction == "outer_product"
+    assert LocalActivationUnit().get_config()["interaction"] == "concat_diff_product"
+    with pytest.raises(ValueError, match="`interaction` must be one of.*'inner'"):
+        LocalActivationUnit(interaction="inner")
+    with pytest.raises(ValueError, match="interaction='outer'"):
+        AttentionSequencePooling(interaction="outer")
 
 
 @pytest.mark.parametrize("weight_normalization", [False, True])

@@ -79,6 +79,34 @@ def test_han_sentence_mask_and_invariance():
     )
 
 
+def test_han_nonlinear_values_golden_and_config():
+    x, mask = _data(3)
+    layer = HierarchicalAttentionPooling(
+        units=4, bias_initializer="random_normal", value_transform="nonlinear"
+    )
+    doc = layer(x, mask=mask).numpy()
+    wa, sa = layer.word_attention, layer.sentence_attention
+    assert wa.value_transform == sa.value_transform == "nonlinear"
+
+    def pool(h, m, level):
+        _, w = _pool(
+            h, m, level.kernel.numpy(), level.bias.numpy(), level.context.numpy()
+        )
+        v = np.tanh(h @ level.value_kernel.numpy() + level.value_bias.numpy())
+        return (w[..., None] * v).sum(-2)
+
+    doc_ref = pool(pool(x, mask, wa), mask.any(-1), sa)
+    np.testing.assert_allclose(doc, doc_ref, atol=1e-5)
+    np.testing.assert_array_equal(doc[2], np.zeros(D))  # the empty document
+    config = layer.get_config()
+    assert config["value_transform"] == "nonlinear"
+    assert HierarchicalAttentionPooling.from_config(config).value_transform == (
+        "nonlinear"
+    )
+    with pytest.raises(ValueError, match="value_transform='relu'"):
+        HierarchicalAttentionPooling(units=3, value_transform="relu")
+
+
 def test_han_has_no_python_loop_over_sentences():
     # One word-attention call covers every sentence: its weights are shared, and a
     # document with many sentences traces the same ops as one with few.

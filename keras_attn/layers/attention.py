@@ -5,6 +5,7 @@ from __future__ import annotations
 from keras_attn._validation import (
     check_batch_sizes,
     check_bool,
+    check_choice,
     check_mask_shape,
     check_positive_int,
     check_rank,
@@ -30,6 +31,10 @@ def causal_mask(q_len, k_len):
     rows = tf.range(q_len)[:, tf.newaxis] + (k_len - q_len)
     cols = tf.range(k_len)[tf.newaxis, :]
     return cols <= rows
+
+
+#: `ContextAttentionPooling`'s `value_transform` choices.
+VALUE_TRANSFORMS = (None, "linear", "nonlinear")
 
 
 @register
@@ -183,13 +188,23 @@ class ContextAttentionPooling(Layer):
     The steps axis is the second to last, and any leading axes are kept, so
     `(batch, sentences, words, dim)` pools every sentence at once with no loop.
 
+    HAN weights the raw states `h_t`; self-attention projects its values first.
+    `value_transform` chooses: None (HAN, the default) pools `h_t`; "linear" pools
+    `v_t = h_t W_v + b_v`; "nonlinear" pools `v_t = tanh(h_t W_v + b_v)`, with a
+    square `W_v` (`dim` x `dim`), so the output keeps the input's width. The scores
+    always come from `h_t`.
+
     Args:
         units: int. Size of the hidden projection `u_t` and of the context `u_w`.
-        use_bias: bool. Whether the projection adds `b`. Defaults to True.
+        use_bias: bool. Whether the projection adds `b` (and the value transform
+            `b_v`). Defaults to True.
         dropout: float. Dropout rate on the attention weights. Defaults to 0.0.
+        value_transform: None, "linear" or "nonlinear". What is pooled: the raw
+            states, a `Dense` projection of them, or its `tanh`. Defaults to None.
         kernel_initializer: initializer of `W`. Defaults to "glorot_uniform".
         bias_initializer: initializer of `b`. Defaults to "zeros".
         context_initializer: initializer of `u_w`. Defaults to "glorot_uniform".
+            `W_v` uses `kernel_initializer`, `b_v` `bias_initializer`.
 
     Call arguments:
         inputs: `(batch, ..., steps, dim)`.
@@ -209,6 +224,9 @@ class ContextAttentionPooling(Layer):
     >>> layer = ContextAttentionPooling(units=16)
     >>> layer(np.ones((2, 7, 8), "float32")).shape
     TensorShape([2, 8])
+    >>> layer = ContextAttentionPooling(units=16, value_transform="nonlinear")
+    >>> layer(np.ones((2, 7, 8), "float32")).shape
+    TensorShape([2, 8])
     """
 
     def __init__(
@@ -219,14 +237,17 @@ class ContextAttentionPooling(Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         context_initializer="glorot_uniform",
+        value_transform: str | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("units", units)
         check_rate("dropout", dropout)
+        check_choice("value_transform", value_transform, VALUE_TRANSFORMS)
         self.units = units
         self.use_bias = check_bool("use_bias", use_bias)
         self.dropout = dropout
+        self.value_transform = value_transform
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.context_initializer = keras.initializers.get(context_initializer)
@@ -262,6 +283,19 @@ class ContextAttentionPooling(Layer):
             shape=(self.units,),
             initializer=clone_initializer(self.context_initializer),
         )
+        self.value_kernel = self.value_bias = None
+        if self.value_transform is not None:
+            self.value_kernel = self.add_weight(
+                name="value_kernel",
+                shape=(dim, dim),
+                initializer=clone_initializer(self.kernel_initializer),
+            )
+            if self.use_bias:
+                self.value_bias = self.add_weight(
+                    name="value_bias",
+                    shape=(dim,),
+                    initializer=clone_initializer(self.bias_initializer),
+                )
         self.built = True
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
@@ -274,7 +308,14 @@ class ContextAttentionPooling(Layer):
         scores = tf.einsum("...tu,u->...t", tf.tanh(hidden), self.context)
         weights = masked_softmax(scores, mask)  # (batch, ..., steps)
         dropped = self.dropout_layer(weights, training=training)
-        output = tf.einsum("...t,...td->...d", dropped, inputs)
+        values = inputs
+        if self.value_kernel is not None:
+            values = tf.einsum("...td,de->...te", inputs, self.value_kernel)
+            if self.value_bias is not None:
+                values += self.value_bias
+            if self.value_transform == "nonlinear":
+                values = tf.tanh(values)
+        output = tf.einsum("...t,...td->...d", dropped, values)
         if return_attention_scores:
             return output, weights
         return output
@@ -294,5 +335,6 @@ class ContextAttentionPooling(Layer):
             "context_initializer": keras.initializers.serialize(
                 self.context_initializer
             ),
+            "value_transform": self.value_transform,
         }
         return {**super().get_config(), **config}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from keras_attn._validation import (
     check_batch_sizes,
     check_bool,
+    check_choice,
     check_finite,
     check_int,
     check_mask_shape,
@@ -204,6 +205,10 @@ class Dice(Layer):
         return {**super().get_config(), **config}
 
 
+#: `LocalActivationUnit`'s `interaction` choices.
+INTERACTIONS = ("concat_diff_product", "outer_product")
+
+
 def _check_activation(activation):
     if activation == "dice":
         return
@@ -220,11 +225,23 @@ def _check_activation(activation):
 class LocalActivationUnit(Layer):
     """DIN's local activation unit: one relevance score per history item.
 
-    `w_j = MLP([q, k_j, q - k_j, q ⊙ k_j])`, an MLP of `hidden_units` with the given
-    activation (Dice by default) and a final linear unit. The first layer's kernel
-    `W` (of `4 * dim` rows) is applied as `q (W_q + W_d) + k_j (W_k - W_d) +
-    (q ⊙ k_j) W_p`, the same value, so the query's part is computed once per example
-    rather than once per history item.
+    `w_j = MLP(x_j)`, an MLP of `hidden_units` with the given activation (Dice by
+    default) and a final linear unit, over the candidate `q` and the history item
+    `k_j` (both of `dim`) combined by `interaction`:
+
+    - "concat_diff_product" (the default; the DIN authors' code):
+      `x_j = [q, k_j, q - k_j, q ⊙ k_j]`, `4 * dim` features.
+    - "outer_product" (the paper's "out product", Figure 3): the elementwise product
+      replaced by the flattened outer product, `x_j = [q, k_j, q - k_j,
+      vec(q ⊗ k_j)]` with `vec(q ⊗ k_j)[a * dim + b] = q_a k_jb`: `3 * dim + dim²`
+      features, every pair of coordinates (the elementwise product is its
+      diagonal).
+
+    The first layer's kernel `W` is applied as `q (W_q + W_d) + k_j (W_k - W_d) +
+    p(q, k_j) W_p` (`p` the product term), the same value, so the query's part is
+    computed once per example rather than once per history item. The outer product
+    forms a `dim²` vector per (real) history item: cheap at DIN's embedding sizes
+    (64 values at 8), large at wide ones.
 
     Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018.
 
@@ -232,6 +249,8 @@ class LocalActivationUnit(Layer):
         hidden_units: list of int. Sizes of the MLP's hidden layers. Defaults to
             (80, 40).
         activation: "dice" or any Keras activation. Defaults to "dice".
+        interaction: str. How `q` and `k_j` are combined: "concat_diff_product" or
+            "outer_product" (above). Defaults to "concat_diff_product".
         dropout: float. Dropout rate after each hidden layer. Defaults to 0.0.
         kernel_initializer: initializer of the MLP kernels. Defaults to
             "glorot_normal".
@@ -255,6 +274,11 @@ class LocalActivationUnit(Layer):
     >>> unit = LocalActivationUnit(hidden_units=(16, 8))
     >>> unit(np.ones((2, 8), "float32"), np.ones((2, 5, 8), "float32")).shape
     TensorShape([2, 5])
+    >>> unit = LocalActivationUnit(hidden_units=(16, 8), interaction="outer_product")
+    >>> unit(np.ones((2, 8), "float32"), np.ones((2, 5, 8), "float32")).shape
+    TensorShape([2, 5])
+    >>> unit.kernels[0].shape  # 3 * 8 + 8 * 8 rows
+    TensorShape([88, 16])
     """
 
     def __init__(
@@ -264,14 +288,17 @@ class LocalActivationUnit(Layer):
         dropout: float = 0.0,
         kernel_initializer="glorot_normal",
         bias_initializer="zeros",
+        interaction: str = "concat_diff_product",
         **kwargs,
     ):
         super().__init__(**kwargs)
         units = check_positive_int_list("hidden_units", hidden_units)
         _check_activation(activation)
         check_rate("dropout", dropout)
+        check_choice("interaction", interaction, INTERACTIONS)
         self.hidden_units = units
         self.activation = activation
+        self.interaction = interaction
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -304,7 +331,9 @@ class LocalActivationUnit(Layer):
             )
         dim = query_shape[-1]
         self.kernels, self.biases = [], []
-        fan_in = 4 * dim
+        fan_in = 4 * dim if self.interaction == "concat_diff_product" else 3 * dim
+        if self.interaction == "outer_product":
+            fan_in += dim * dim
         for i, units in enumerate(self.hidden_units):
             self.kernels.append(
                 self.add_weight(
@@ -362,9 +391,10 @@ class LocalActivationUnit(Layer):
         )
         # [q, k, q - k, q * k] W  ==  q (W_q + W_d) + [k, q * k] [W_k - W_d; W_p]
         query_part = tf.matmul(query, w_q + w_d) + tf.cast(self.biases[0], dtype)
-        pair_kernel = tf.concat([w_k - w_d, w_p], axis=0)  # (2 * dim, units)
+        # (2 * dim, units), or (dim + dim², units) for the outer product
+        pair_kernel = tf.concat([w_k - w_d, w_p], axis=0)
         if mask is None:
-            pairs = tf.concat([keys, query[:, tf.newaxis, :] * keys], axis=-1)
+            pairs = tf.concat([keys, self._pair(query[:, tf.newaxis, :], keys)], -1)
             hidden = tf.einsum("btd,du->btu", pairs, pair_kernel)
             hidden += query_part[:, tf.newaxis, :]
             units = self.hidden_units[0]
@@ -377,10 +407,19 @@ class LocalActivationUnit(Layer):
         index = tf.where(mask)  # (items, 2): (example, position)
         rows = index[:, 0]
         items = tf.gather_nd(keys, index)  # (items, dim)
-        pairs = tf.concat([items, tf.gather(query, rows) * items], axis=-1)
+        pairs = tf.concat([items, self._pair(tf.gather(query, rows), items)], -1)
         hidden = tf.matmul(pairs, pair_kernel) + tf.gather(query_part, rows)
         scores = self._mlp(hidden, training)  # (items,)
         return tf.scatter_nd(index, scores, tf.shape(mask, out_type=index.dtype))
+
+    def _pair(self, query, keys):
+        """`q ⊙ k`, or `vec(q ⊗ k)` (`[..., a * dim + b] = q_a k_b`), on the last
+        axis; `query` broadcasts against `keys`."""
+        if self.interaction == "concat_diff_product":
+            return query * keys
+        outer = query[..., :, tf.newaxis] * keys[..., tf.newaxis, :]
+        shape = tf.concat([tf.shape(outer)[:-2], [keys.shape[-1] ** 2]], axis=0)
+        return tf.reshape(outer, shape)
 
     def _mlp(self, hidden, training):
         """(rows, hidden_units[0]) pre-activations -> (rows,) scores."""
@@ -409,6 +448,7 @@ class LocalActivationUnit(Layer):
             "dropout": self.dropout,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "interaction": self.interaction,
         }
         return {**super().get_config(), **config}
 
@@ -437,6 +477,9 @@ class AttentionSequencePooling(Layer):
         kernel_initializer: initializer of the unit's kernels. Defaults to
             "glorot_normal".
         bias_initializer: initializer of the unit's biases. Defaults to "zeros".
+        interaction: str. How the unit combines the candidate and an item:
+            "concat_diff_product" or "outer_product" (see `LocalActivationUnit`).
+            Defaults to "concat_diff_product".
 
     Call arguments:
         query: `(batch, dim)`, the candidate item.
@@ -468,6 +511,7 @@ class AttentionSequencePooling(Layer):
         dropout: float = 0.0,
         kernel_initializer="glorot_normal",
         bias_initializer="zeros",
+        interaction: str = "concat_diff_product",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -481,6 +525,7 @@ class AttentionSequencePooling(Layer):
             dropout=dropout,
             kernel_initializer=kernel_initializer,
             bias_initializer=bias_initializer,
+            interaction=interaction,
             dtype=self.dtype_policy,
             name="local_activation_unit",
         )
@@ -529,6 +574,7 @@ class AttentionSequencePooling(Layer):
             "dropout": unit["dropout"],
             "kernel_initializer": unit["kernel_initializer"],
             "bias_initializer": unit["bias_initializer"],
+            "interaction": unit["interaction"],
         }
         return {**super().get_config(), **config}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from keras_attn._validation import (
+    check_choice,
     check_mask_shape,
     check_positive_int,
     check_rate,
@@ -16,7 +17,7 @@ from keras_attn.backend import (
     register,
     tf,
 )
-from keras_attn.layers.attention import ContextAttentionPooling
+from keras_attn.layers.attention import VALUE_TRANSFORMS, ContextAttentionPooling
 
 
 @register
@@ -45,6 +46,9 @@ class HierarchicalAttentionPooling(Layer):
         bias_initializer: initializer of the biases. Defaults to "zeros".
         context_initializer: initializer of the contexts. Defaults to
             "glorot_uniform".
+        value_transform: None, "linear" or "nonlinear". What both levels pool:
+            the raw states (the paper), a square `Dense` projection of them, or its
+            `tanh` (see `ContextAttentionPooling`). Defaults to None.
 
     Call arguments:
         inputs: `(batch, sentences, words, dim)`.
@@ -75,12 +79,15 @@ class HierarchicalAttentionPooling(Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         context_initializer="glorot_uniform",
+        value_transform: str | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("units", units)
         check_positive_int("sentence_units", sentence_units, allow_none=True)
         check_rate("dropout", dropout)
+        check_choice("value_transform", value_transform, VALUE_TRANSFORMS)
+        self.value_transform = value_transform
         self.units = units
         self.sentence_units = sentence_units
         self.dropout = dropout
@@ -99,6 +106,7 @@ class HierarchicalAttentionPooling(Layer):
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             context_initializer=clone_initializer(self.context_initializer),
+            value_transform=self.value_transform,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -160,5 +168,6 @@ class HierarchicalAttentionPooling(Layer):
             "context_initializer": keras.initializers.serialize(
                 self.context_initializer
             ),
+            "value_transform": self.value_transform,
         }
         return {**super().get_config(), **config}

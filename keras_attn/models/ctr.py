@@ -48,6 +48,7 @@ from keras_attn.layers import (
     InteractingLayer,
     MMoE,
 )
+from keras_attn.layers.din import INTERACTIONS
 from keras_attn.models.base import FunctionalModel, Parts
 from keras_attn.precision import (
     check_mixed_precision,
@@ -542,6 +543,7 @@ def build_ctr_model(
     use_residual: bool = True,
     din_hidden_units: Sequence[int] = (80, 40),
     din_activation: str = "dice",
+    din_interaction: str = "concat_diff_product",
     activation: str = "relu",
     dropout: float = 0.0,
     embeddings_initializer="uniform",
@@ -588,6 +590,9 @@ def build_ctr_model(
         din_hidden_units: list of int. DIN activation unit sizes. Defaults to
             (80, 40).
         din_activation: str. DIN activation unit activation. Defaults to "dice".
+        din_interaction: str. How the DIN activation unit combines the candidate
+            and a history item: "concat_diff_product" or "outer_product" (see
+            `LocalActivationUnit`). Defaults to "concat_diff_product".
         activation: str. Activation of the bottom and tower MLPs. Defaults to
             "relu".
         dropout: float. Dropout in experts, bottom and towers. Defaults to 0.0.
@@ -623,6 +628,7 @@ def build_ctr_model(
         if multitask is None:
             multitask = "mmoe" if len(tasks) > 1 else "shared_bottom"
         check_choice("multitask", multitask, MULTITASK)
+        check_choice("din_interaction", din_interaction, INTERACTIONS)
         check_bool("use_residual", use_residual)
         check_int("interacting_layers", interacting_layers, minimum=0)
         if multitask == "mmoe":
@@ -670,6 +676,7 @@ def build_ctr_model(
                 f.name: AttentionSequencePooling(
                     hidden_units=tuple(din_hidden_units),
                     activation=din_activation,
+                    interaction=din_interaction,
                     name=f"{f.name}_din_pooling",
                 )
                 for f in features

@@ -10,7 +10,7 @@ from keras_attn._validation import (
     check_rate,
 )
 from keras_attn.backend import keras, register
-from keras_attn.layers.attention import ContextAttentionPooling
+from keras_attn.layers.attention import VALUE_TRANSFORMS, ContextAttentionPooling
 from keras_attn.layers.position import SinusoidalPositionEncoding
 from keras_attn.layers.text import PerSentence, TokenMask
 from keras_attn.layers.transformer import TransformerEncoderBlock
@@ -84,6 +84,9 @@ class HANClassifier(FunctionalModel):
         embedding_dim: int. Width of the word embeddings. Defaults to 100.
         units: int. GRU units per direction. Defaults to 50.
         attention_units: int. Width of both attention projections. Defaults to 100.
+        value_transform: None, "linear" or "nonlinear". What both attention levels
+            pool: the encoder states (the paper), a square `Dense` projection of
+            them, or its `tanh` (see `ContextAttentionPooling`). Defaults to None.
         word_encoder: str. "gru" or "transformer". Defaults to "gru".
         num_heads: int. Heads of the Transformer word encoder. Defaults to 2.
         intermediate_dim: int. Its feed-forward width. Defaults to 2·embedding_dim.
@@ -124,6 +127,7 @@ class HANClassifier(FunctionalModel):
         embedding_dim: int = 100,
         units: int = 50,
         attention_units: int = 100,
+        value_transform: str | None = None,
         word_encoder: str = "gru",
         num_heads: int = 2,
         intermediate_dim: int | None = None,
@@ -143,6 +147,7 @@ class HANClassifier(FunctionalModel):
         check_positive_int("intermediate_dim", intermediate_dim, allow_none=True)
         check_int("num_classes", num_classes, minimum=2)
         check_choice("word_encoder", word_encoder, WORD_ENCODERS)
+        check_choice("value_transform", value_transform, VALUE_TRANSFORMS)
         check_rate("dropout", dropout)
         check_rate("embedding_dropout", embedding_dropout)
         if word_encoder == "transformer":
@@ -176,14 +181,18 @@ class HANClassifier(FunctionalModel):
             word_position_add=add_positions,
             word_encoder=PerSentence(inner, name="word_encoder"),
             word_attention=ContextAttentionPooling(
-                attention_units, name="word_attention"
+                attention_units,
+                value_transform=value_transform,
+                name="word_attention",
             ),
             sentence_encoder=keras.layers.Bidirectional(
                 keras.layers.GRU(units, return_sequences=True),
                 name="sentence_encoder",
             ),
             sentence_attention=ContextAttentionPooling(
-                attention_units, name="sentence_attention"
+                attention_units,
+                value_transform=value_transform,
+                name="sentence_attention",
             ),
             document_dropout=keras.layers.Dropout(dropout, name="document_dropout"),
             **head_layers(num_classes, class_names, wide),
