@@ -147,14 +147,17 @@ def main() -> None:
     ]
     steps = {}
     for config in configs:  # build, trace/compile, warm up (not timed)
+        start = time.perf_counter()
         steps[config] = _step_fn(config)
         steps[config]().numpy()
+        print(f"warm-up {config}: {time.perf_counter() - start:.0f} s", flush=True)
     times = {c: [] for c in configs}
     rounds = 0
     for r in range(args.rounds):
         order = configs if r % 2 == 0 else configs[::-1]
         for config in order:
             times[config].append(_time(steps[config], args.steps))
+            print(f"  {config}: {1e3 * times[config][-1]:,.0f} ms", flush=True)
         rounds += 1
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}: load {loads[-1]:.1f}", flush=True)
@@ -213,7 +216,10 @@ def main() -> None:
             for k, v in vars(args).items()
             if k != "no_write"
         )
-        write_section(SECTION, body, command)
+        name = SECTION
+        if args.shapes != list(SHAPES):
+            name += f" ({', '.join(args.shapes)})"
+        write_section(name, body, command)
 
 
 if __name__ == "__main__":

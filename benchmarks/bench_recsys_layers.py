@@ -91,46 +91,57 @@ def _gemm_rate(tf, rounds: int) -> list:
     return rates
 
 
-def _models(keras, tf, with_deepctr):
+def _models(keras, tf, with_deepctr, bf16=False):
     """{case: {impl: (model, inputs, output shapes)}} at the benchmark's sizes."""
     import numpy as np
 
     from keras_attn.layers import AttentionSequencePooling, InteractingLayer, MMoE
+    from keras_attn.precision import policy_scope
 
     rng = np.random.default_rng(0)
     cases = {}
 
     fields = rng.normal(size=(BATCH, FIELDS, DIM)).astype("float32")
-    x = keras.Input((FIELDS, DIM))
-    ours = keras.Model(x, InteractingLayer(num_heads=2, att_dim=8)(x))
-    cases["InteractingLayer"] = {"keras_attn": (ours, fields)}
-
     query = rng.normal(size=(BATCH, DIM)).astype("float32")
     keys = rng.normal(size=(BATCH, HISTORY, DIM)).astype("float32")
     lengths = rng.integers(1, HISTORY + 1, size=(BATCH, 1))
     mask = np.arange(HISTORY)[None, :] < lengths
-    q, k, m = (
-        keras.Input((DIM,)),
-        keras.Input((HISTORY, DIM)),
-        keras.Input((HISTORY,), dtype="bool"),
-    )
-    pooled = AttentionSequencePooling(hidden_units=(80, 40), activation="dice")(
-        q, k, mask=m
-    )
-    cases["AttentionSequencePooling"] = {
-        "keras_attn": (keras.Model([q, k, m], pooled), [query, keys, mask])
-    }
-
     flat = rng.normal(size=(BATCH, FIELDS * DIM)).astype("float32")
     tasks = ["ctr", "ctcvr"]
-    x = keras.Input((FIELDS * DIM,), name="x")
-    mixed = MMoE(tasks, num_experts=EXPERTS, expert_units=(256, 128))(x)
-    outs = []
-    for task in tasks:
-        h = keras.layers.Dense(64, activation="relu")(mixed[task])
-        h = keras.layers.Dense(1, use_bias=False)(h)
-        outs.append(keras.layers.Activation("sigmoid", name=task)(h))
-    cases["MMoE"] = {"keras_attn": (keras.Model(x, outs), flat)}
+
+    def ours(impl):
+        x = keras.Input((FIELDS, DIM))
+        model = keras.Model(x, InteractingLayer(num_heads=2, att_dim=8)(x))
+        cases.setdefault("InteractingLayer", {})[impl] = (model, fields)
+
+        q, k, m = (
+            keras.Input((DIM,)),
+            keras.Input((HISTORY, DIM)),
+            keras.Input((HISTORY,), dtype="bool"),
+        )
+        pooled = AttentionSequencePooling(hidden_units=(80, 40), activation="dice")(
+            q, k, mask=m
+        )
+        cases.setdefault("AttentionSequencePooling", {})[impl] = (
+            keras.Model([q, k, m], pooled),
+            [query, keys, mask],
+        )
+
+        x = keras.Input((FIELDS * DIM,), name="x")
+        mixed = MMoE(tasks, num_experts=EXPERTS, expert_units=(256, 128))(x)
+        outs = []
+        for task in tasks:
+            h = keras.layers.Dense(64, activation="relu")(mixed[task])
+            h = keras.layers.Dense(1, use_bias=False, dtype="float32")(h)
+            outs.append(
+                keras.layers.Activation("sigmoid", dtype="float32", name=task)(h)
+            )
+        cases.setdefault("MMoE", {})[impl] = (keras.Model(x, outs), flat)
+
+    ours("keras_attn")
+    if bf16:
+        with policy_scope("mixed_bfloat16"):
+            ours("keras_attn bf16")
 
     if with_deepctr:
         from deepctr.feature_column import DenseFeat
@@ -163,13 +174,15 @@ def _models(keras, tf, with_deepctr):
     return cases
 
 
-def _worker(with_deepctr: bool, rounds: int, steps: int, xla: bool) -> dict:
+def _worker(
+    with_deepctr: bool, rounds: int, steps: int, xla: bool, bf16: bool = False
+) -> dict:
     """{case: {impl: [seconds per step, one per round]}}; impl gets " XLA" for the
     jit-compiled step. Implementations of a case alternate round by round."""
     from keras_attn.backend import keras, tf
 
     results = {}
-    for case, impls in _models(keras, tf, with_deepctr).items():
+    for case, impls in _models(keras, tf, with_deepctr, bf16).items():
         runners = {}
         for impl, (model, inputs) in impls.items():
             outputs = model(inputs)
@@ -206,7 +219,9 @@ def _worker(with_deepctr: bool, rounds: int, steps: int, xla: bool) -> dict:
     return results
 
 
-def _run_worker(legacy: bool, rounds: int, steps: int, xla: bool) -> dict:
+def _run_worker(
+    legacy: bool, rounds: int, steps: int, xla: bool, bf16: bool = False
+) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_USE_LEGACY_KERAS", None)
     if legacy:
@@ -217,6 +232,8 @@ def _run_worker(legacy: bool, rounds: int, steps: int, xla: bool) -> dict:
         args.append("--deepctr")
     if not xla:
         args.append("--no-xla")
+    if bf16:
+        args.append("--bf16")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(
         args, env=env, cwd=root, capture_output=True, text=True, timeout=1800
@@ -246,11 +263,18 @@ def main() -> None:
         "--repeats", type=int, default=2, help="subprocesses of each generation"
     )
     parser.add_argument("--no-xla", action="store_true", help="skip the XLA part")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also time keras_attn under mixed_bfloat16 (section with a ' bf16' name)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     xla = not args.no_xla
     if args.worker:
-        print(json.dumps(_worker(args.deepctr, args.rounds, args.steps, xla)))
+        print(
+            json.dumps(_worker(args.deepctr, args.rounds, args.steps, xla, args.bf16))
+        )
         return
 
     loads = [os.getloadavg()[0]]
@@ -259,7 +283,7 @@ def main() -> None:
     pooled = {"tf_keras": {}, "keras3": {}}
     for r in range(args.repeats):
         for legacy in (True, False) if r % 2 == 0 else (False, True):
-            result = _run_worker(legacy, args.rounds, args.steps, xla)
+            result = _run_worker(legacy, args.rounds, args.steps, xla, args.bf16)
             loads.append(os.getloadavg()[0])
             gen = pooled["tf_keras" if legacy else "keras3"]
             for case, impls in result.items():
@@ -317,6 +341,26 @@ def main() -> None:
                 f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
                 f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
             )
+    if args.bf16:
+        lines += [
+            "",
+            "keras_attn under `mixed_bfloat16` (built in "
+            "`keras_attn.precision.policy_scope`, no XLA; same subprocesses and "
+            "rounds) against DeepCTR's float32 step:",
+            "",
+            "| layer | DeepCTR ms/step (tf_keras) | keras_attn bf16 ms/step (Keras 3) "
+            "| speed-up | keras_attn bf16 ms/step (tf_keras) "
+            "| speed-up (same process) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case in sizes:
+            deep = legacy[case].get("DeepCTR")
+            ours2 = legacy[case].get("keras_attn bf16")
+            ours3 = keras3[case].get("keras_attn bf16")
+            lines.append(
+                f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
+                f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
+            )
     rates = legacy.get("gemm", {}).get("GFLOP/s", []) + keras3.get("gemm", {}).get(
         "GFLOP/s", []
     )
@@ -343,7 +387,12 @@ def main() -> None:
     if not args.no_write:
         from benchmarks._results import write_section
 
-        write_section(SECTION, body, "python -m benchmarks.bench_recsys_layers")
+        command = "python -m benchmarks.bench_recsys_layers" + "".join(
+            f" --{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+            for k, v in vars(args).items()
+            if k in ("rounds", "steps", "repeats") or (v is True and k != "no_write")
+        )
+        write_section(SECTION + (" bf16" if args.bf16 else ""), body, command)
 
 
 if __name__ == "__main__":

@@ -72,17 +72,30 @@ def test_bad_jit_compile_raises():
 
 
 @pytest.mark.parametrize("accelerator", [False, True])
-def test_jit_compile_rule(monkeypatch, accelerator):
+@pytest.mark.parametrize("bf16_units", [False, True])
+def test_jit_compile_rule(monkeypatch, accelerator, bf16_units):
     monkeypatch.setattr(precision, "has_accelerator", lambda: accelerator)
+    monkeypatch.setattr(precision, "cpu_has_bfloat16_units", lambda: bf16_units)
     for auto in ("auto", None):
-        # bfloat16 on a CPU: no XLA (it does not use AMX); otherwise the default.
-        assert resolve_jit_compile(auto, "mixed_bfloat16", True) is accelerator
+        got = resolve_jit_compile(auto, "mixed_bfloat16", None)
+        if accelerator:
+            assert got is None  # the helper's default
+        else:
+            # CPU: oneDNN's AMX kernels beat XLA; without them XLA is least slow.
+            assert got is (not bf16_units)
         assert resolve_jit_compile(auto, "float32", True) is True
         assert resolve_jit_compile(auto, "float32", None) is None
         assert resolve_jit_compile(auto, "mixed_float16", False) is False
     # An explicit choice is kept.
     assert resolve_jit_compile(True, "mixed_bfloat16", False) is True
     assert resolve_jit_compile(False, "float32", True) is False
+
+
+def _auto_bf16():
+    """What "auto" gives a bfloat16 model here (no XLA only with AMX on a CPU)."""
+    if precision.has_accelerator():
+        return None
+    return not precision.cpu_has_bfloat16_units()
 
 
 def _ctr_frame(n=128, seed=0):
@@ -123,8 +136,10 @@ def test_ctr_model_in_bfloat16_trains_with_float32_outputs(monkeypatch):
     monkeypatch.setattr(ctr, "compile_ctr_model", spy)
     history = fit_ctr_model(model, specs, tasks, df, batch_size=32, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
-    # The core's compile: "auto" is no XLA for bfloat16 on a CPU-only machine.
-    assert compiled[0] is precision.has_accelerator()
+    # The core's compile: "auto" by the rule (fit_ctr_model's default: XLA with an
+    # accelerator only).
+    expected = _auto_bf16()
+    assert compiled[0] is (True if expected is None else expected)
     rows = {"city": tf.constant(["a", "zzz"]), "age": tf.constant([30.0, np.nan])}
     for name, value in model(rows).items():
         assert value.dtype == tf.float32, name  # sigmoid heads stay float32
@@ -161,8 +176,10 @@ def test_text_classifier_in_bfloat16():
     )
     assert _global() == "float32"
     assert model_policy(clf.model) == "mixed_bfloat16"
-    if not precision.has_accelerator():
+    if _auto_bf16() is False:
         assert not clf.model.jit_compile
+    elif _auto_bf16() is True:
+        assert clf.model.jit_compile is True
     # An empty document is a fully masked row: finite float32 probabilities.
     texts = ["A wonderful, moving film.", ""]
     probs = clf.model.predict(clf.model_inputs(texts), verbose=0)["probabilities"]
@@ -197,8 +214,8 @@ def test_bert_pretrainer_in_bfloat16():
         fit_bert_pretrainer(model, data, mixed_precision="float32")
     history = fit_bert_pretrainer(model, data, jit_compile="auto")
     assert np.isfinite(history.history["loss"]).all()
-    if not precision.has_accelerator():
-        assert not model.jit_compile
+    expected = _auto_bf16()
+    assert bool(model.jit_compile) is (True if expected is None else expected)
     out = model(x)
     assert out["mlm"].dtype == tf.float32 and out["nsp"].dtype == tf.float32
     assert np.isfinite(out["mlm"].numpy()).all()

@@ -855,13 +855,14 @@ def fit_ctr_model(
         optimizer: a Keras optimizer or its name. Defaults to "adam".
         learning_rate: float. The optimizer's learning rate, when given.
         jit_compile: bool, or "auto" / None: compile the core's steps with XLA.
-            "auto" compiles with XLA on a GPU or TPU and not on a CPU-only
-            machine: there every fit of the CTR benchmarks (census MMoE 5 epochs,
-            DIN 2, AutoInt 3) took less wall time without XLA, whose compile
-            costs more than it saves in a short fit (and XLA's CPU backend does
-            not use AMX for bfloat16). For a long MMoE fit on a CPU pass True:
-            its epochs ran 1.5-1.9x faster under XLA on the census benchmark,
-            which pays back the compile after roughly a thousand steps
+            "auto" compiles with XLA on a GPU or TPU and, for a float32 model,
+            not on a CPU-only machine: there every fit of the CTR benchmarks
+            (census MMoE 5 epochs, DIN 2, AutoInt 3) took less wall time without
+            XLA, whose compile costs more than it saves in a short fit. A
+            bfloat16 model on a CPU follows `keras_attn.precision`'s rule (no XLA
+            with AMX / AVX512-BF16, XLA without). For a long MMoE fit on a CPU
+            pass True: its epochs ran 1.5-1.9x faster under XLA on the census
+            benchmark, which pays back the compile after roughly a thousand steps
             (`benchmarks/RESULTS.md`, bench_ctr). Defaults to "auto".
         steps_per_execution: int. Training steps per call into the compiled
             function (1 under tf_keras for CSV input, whose length is unknown).
