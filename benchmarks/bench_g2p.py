@@ -250,7 +250,9 @@ def _table(results, args) -> str:
         f"{', XLA' * args.jit_compile}"
         f"; beam width {args.beam_width}, GNMT length penalty {args.length_penalty}. "
         "PER / WER with 95% bootstrap intervals over words; none = no attention "
-        "(the control).",
+        "(the control). The models are bounded by wall time, one after the other, "
+        "on whatever share of the machine they got: the epochs column (batches "
+        "trained over batches per epoch) says how much data each one saw.",
         "",
         "| attention | epochs | train min | greedy PER | greedy WER | beam PER | "
         "beam WER |",
