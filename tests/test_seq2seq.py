@@ -202,7 +202,14 @@ def _np_decoder(decoder, ids, source, mask):
     logits, weights = [], []
     for t in range(ids.shape[1]):
         e = emb[ids[:, t]]
-        if decoder.attention == "bahdanau":
+        if decoder.attention == "none":
+            # The control: s_t = cell(e, s_{t-1}), logits from s_t alone.
+            if decoder.cell_type == "gru":
+                h = _np_gru(e, h, decoder.cell)
+            else:
+                h, c = _np_lstm(e, (h, c), decoder.cell)
+            features, a = h, np.zeros(mask.shape, "float32")
+        elif decoder.attention == "bahdanau":
             # Bahdanau: attend with s_{t-1}, then s_t = cell([e; c_t], s_{t-1}).
             scores = _np_additive(decoder.attention_layer.scorer, h[:, None], source)
             a = _softmax(scores[:, 0], mask)
@@ -231,7 +238,13 @@ def _np_decoder(decoder, ids, source, mask):
 
 @pytest.mark.parametrize(
     "attention,cell,score",
-    [("luong", "gru", "general"), ("bahdanau", "lstm", None), ("luong", "lstm", "dot")],
+    [
+        ("luong", "gru", "general"),
+        ("bahdanau", "lstm", None),
+        ("luong", "lstm", "dot"),
+        ("none", "lstm", None),
+        ("none", "gru", None),
+    ],
 )
 def test_teacher_forced_decoder_matches_numpy(attention, cell, score):
     units = 6 if score == "dot" else 7
@@ -337,6 +350,21 @@ def test_beam_search_of_width_one_equals_greedy():
         np.testing.assert_array_equal(beam[key].numpy(), greedy[key].numpy())
     for key in ("scores", "attention_weights"):
         np.testing.assert_allclose(beam[key].numpy(), greedy[key].numpy(), atol=1e-5)
+
+
+def test_decoder_without_attention_decodes_with_zero_weights():
+    decoder = AttentionDecoder(VOCAB, 8, attention="none", cell="lstm")
+    decoder(TARGET_IDS, SOURCE, source_mask=SOURCE_MASK)
+    greedy = decoder.decode(SOURCE, SOURCE_MASK, 1, 3, 6)
+    beam = decoder.beam_search(SOURCE, SOURCE_MASK, 1, 3, 6, beam_width=1)
+    np.testing.assert_array_equal(beam["token_ids"].numpy(), greedy["token_ids"])
+    wide = decoder.decode(SOURCE, SOURCE_MASK, 1, 3, 6, beam_width=3)
+    for out in (greedy, wide):
+        assert out["attention_weights"].shape == (3, 6, 5)
+        np.testing.assert_array_equal(out["attention_weights"].numpy(), 0.0)
+    # The source still matters, through the initial state.
+    other = decoder(TARGET_IDS, SOURCE[::-1], source_mask=SOURCE_MASK[::-1])
+    assert not np.allclose(other.numpy()[0], decoder(TARGET_IDS, SOURCE).numpy()[0])
 
 
 def test_beam_search_is_batch_parallel_and_scores_its_output():
@@ -466,6 +494,12 @@ def test_decoder_bad_arguments():
         AttentionDecoder(VOCAB, 4, attention="bahdanau", score="dot")
     with pytest.raises(ValueError, match='`window`.*attention="luong"'):
         AttentionDecoder(VOCAB, 4, attention="bahdanau", window=2)
+    with pytest.raises(ValueError, match='`window`.*attention="luong".*none'):
+        AttentionDecoder(VOCAB, 4, attention="none", window=2)
+    with pytest.raises(ValueError, match=r'`score` must be None.*"none".*general'):
+        AttentionDecoder(VOCAB, 4, attention="none", score="general")
+    with pytest.raises(ValueError, match=r"needs `bridge=True`.*bridge=False"):
+        AttentionDecoder(VOCAB, 4, attention="none", bridge=False)
     with pytest.raises(ValueError, match=r'score="dot" needs.*units=4'):
         AttentionDecoder(VOCAB, 4, score="dot")(TARGET_IDS, SOURCE)
     decoder = _decoder_for_decoding()

@@ -107,6 +107,41 @@ def test_transformer_padding_length_invariance(pooling):
     )
 
 
+@pytest.mark.parametrize(
+    "kwargs", [{"num_layers": 2}, {"num_layers": 3, "share_layers": True}]
+)
+def test_transformer_attention_weights(kwargs):
+    model = build_transformer_classifier(
+        30, 2, sequence_length=6, pooling="attention", **SMALL_TRANSFORMER, **kwargs
+    )
+    ids = _ids((2, 6))
+    ids[1, 4:] = 0
+    out = model.attention_weights(ids)
+    np.testing.assert_allclose(
+        out["probabilities"], model(ids)["probabilities"], atol=1e-6
+    )
+    weights = out["attention"].numpy()
+    assert weights.shape == (2, kwargs["num_layers"], 2, 6, 6)
+    # Rows are distributions over the real tokens; padded keys get nothing.
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(weights[1, ..., 4:], 0.0)
+    # Layer 0's weights are the first block's own, run on the embeddings.
+    x = model.embeddings_norm(
+        model.embeddings_add(
+            [
+                model.token_embedding(ids),
+                model.position_embedding(model.token_embedding(ids)),
+            ]
+        )
+    )
+    _, first = model.transformer_layers[0](
+        x, padding_mask=ids > 0, return_attention_scores=True
+    )
+    np.testing.assert_allclose(weights[:, 0], first.numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match=r"`inputs` must be.*\(batch, 6\).*\(2, 5\)"):
+        model.attention_weights(ids[:, :5])
+
+
 def test_transformer_sharing_and_factorized_embedding():
     kwargs = dict(SMALL_TRANSFORMER, num_layers=3, positions="learned")
     unshared = build_transformer_classifier(100, 2, sequence_length=6, **kwargs)

@@ -32,7 +32,7 @@ from keras_attn.layers.scores import AttentionScore
 
 LUONG_SCORES = ("dot", "general", "location", "concat")
 CELLS = ("gru", "lstm")
-ATTENTIONS = ("bahdanau", "luong")
+ATTENTIONS = ("bahdanau", "luong", "none")
 # A finite stand-in for log(0): -inf would turn into NaN in `-inf - -inf`.
 _NEG = -1e9
 
@@ -316,6 +316,10 @@ class AttentionDecoder(Layer):
     - `attention="luong"` (Luong et al. 2015): `h_t = cell([e_{t-1}; h̃_{t-1}],
       h_{t-1})` (input feeding; `e_{t-1}` alone without it), `c_t = attn(h_t, H)`,
       `h̃_t = tanh(W_c [c_t; h_t])`, `logits_t = W_s h̃_t + b_s`.
+    - `attention="none"`, the control without attention (Cho et al. 2014 /
+      Sutskever et al. 2014 style): `s_t = cell(e_{t-1}, s_{t-1})`,
+      `logits_t = W_o s_t + b_o`; the source reaches the decoder only through the
+      initial state (the bridge), and the attention weights are zeros.
 
     The initial state is `tanh(W_b·mean(H) + b_b)` over the real source positions
     (`bridge=True`) or zeros. `call` runs teacher forcing over given decoder input
@@ -327,9 +331,11 @@ class AttentionDecoder(Layer):
         units: int. Width of the recurrent state.
         embedding_dim: int. Width of the target token embedding. Defaults to `units`.
         cell: str. "gru" or "lstm". Defaults to "gru".
-        attention: str. "bahdanau" or "luong". Defaults to "luong".
+        attention: str. "bahdanau", "luong" or "none" (no attention: the
+            control). Defaults to "luong".
         score: str. For "luong": "dot", "general", "location" or "concat" (defaults
-            to "general"); for "bahdanau" only "additive" (the default).
+            to "general"); for "bahdanau" only "additive" (the default); for
+            "none", None.
         attention_units: int. Hidden width of the additive/concat score and of the
             local-p position network. Defaults to the layers' own defaults.
         window: int or None. Luong's local-p window `D`. Defaults to None (global).
@@ -390,13 +396,25 @@ class AttentionDecoder(Layer):
         check_positive_int("window", window, allow_none=True)
         check_positive_int("max_source_length", max_source_length, allow_none=True)
         check_rate("dropout", dropout)
+        if attention != "luong" and window is not None:
+            raise ValueError(
+                "`window` (local-p) is Luong attention's option: it needs "
+                f'attention="luong". Received: window={window!r}, '
+                f"attention={attention!r}"
+            )
         if attention == "bahdanau":
             check_choice("score", score or "additive", ("additive",))
-            if window is not None:
+        elif attention == "none":
+            if score is not None:
                 raise ValueError(
-                    "`window` (local-p) is Luong attention's option: it needs "
-                    f'attention="luong". Received: window={window!r}, '
-                    f"attention={attention!r}"
+                    '`score` must be None for attention="none" (nothing is '
+                    f"scored). Received: score={score!r}"
+                )
+            if not bridge:
+                raise ValueError(
+                    'attention="none" needs `bridge=True`: without attention the '
+                    "initial state is the only way the source reaches the "
+                    f"decoder. Received: bridge={bridge!r}"
                 )
         else:
             check_choice("score", score or "general", LUONG_SCORES)
@@ -405,7 +423,9 @@ class AttentionDecoder(Layer):
         self.embedding_dim = embedding_dim
         self.cell_type = cell
         self.attention = attention
-        self.score = score or ("additive" if attention == "bahdanau" else "general")
+        self.score = score or {"bahdanau": "additive", "luong": "general"}.get(
+            attention
+        )
         self.attention_units = attention_units
         self.window = window
         self.input_feeding = check_bool("input_feeding", input_feeding)
@@ -424,6 +444,8 @@ class AttentionDecoder(Layer):
                 units=attention_units, dtype=policy, name="attention_layer"
             )
             self.attention_dense = None
+        elif attention == "none":
+            self.attention_layer = self.attention_dense = None
         else:
             self.attention_layer = LuongAttention(
                 score=self.score,
@@ -472,8 +494,11 @@ class AttentionDecoder(Layer):
             )
         emb = self.embedding_dim or self.units
         self.embedding.build((None,))
-        self.attention_layer.build((None, self.units), (None, enc[1], dim))
-        if self.attention == "bahdanau":
+        if self.attention_layer is not None:
+            self.attention_layer.build((None, self.units), (None, enc[1], dim))
+        if self.attention == "none":
+            cell_input, self.feature_dim = emb, self.units
+        elif self.attention == "bahdanau":
             cell_input, self.feature_dim = emb + dim, self.units + dim
         else:
             cell_input = emb + self.units if self.input_feeding else emb
@@ -512,6 +537,10 @@ class AttentionDecoder(Layer):
         the new carry and the attention weights `(batch, src_len)`.
         """
         states, feed = list(carry[:-1]), carry[-1]
+        if self.attention == "none":
+            output, states = self.cell(embedded, states)
+            weights = tf.zeros(tf.shape(encoder_states)[:2], output.dtype)
+            return output, tuple(states) + (feed,), weights
         if self.attention == "bahdanau":
             # Bahdanau: attend with the previous state, then step.
             context, weights = self.attention_layer(

@@ -19,7 +19,12 @@ import collections
 
 import numpy as np
 
-from keras_attn._validation import check_choice, check_positive_int, check_rate
+from keras_attn._validation import (
+    check_bool,
+    check_choice,
+    check_positive_int,
+    check_rate,
+)
 from keras_attn.backend import Layer, keras, register, tf
 from keras_attn.layers.position import SinusoidalPositionEncoding
 from keras_attn.layers.seq2seq import AttentionDecoder
@@ -258,7 +263,9 @@ class Seq2Seq(keras.Model):
         source_vocabulary_size: int. Source ids (0 is padding).
         target_vocabulary_size: int. Target ids (0 is padding).
         encoder: str. "bigru" or "transformer". Defaults to "bigru".
-        attention: str. "bahdanau" or "luong". Defaults to "luong".
+        attention: str. "bahdanau", "luong" or "none" (the control without
+            attention: the source only through the decoder's initial state).
+            Defaults to "luong".
         score: str. The attention score (see `AttentionDecoder`). Defaults to the
             attention's own ("additive" / "general").
         cell: str. Decoder cell, "gru" or "lstm". Defaults to "gru".
@@ -397,6 +404,7 @@ def fit_seq2seq(
     verbose: int = 0,
     seed: int = 0,
     callbacks=None,
+    jit_compile: bool = False,
 ):
     """Trains `model` with teacher forcing on pairs of strings.
 
@@ -414,6 +422,7 @@ def fit_seq2seq(
         verbose: int. Keras' `fit` verbosity. Defaults to 0.
         seed: int. Shuffling seed. Defaults to 0.
         callbacks: optional list of Keras callbacks for `fit`.
+        jit_compile: bool. Compile the train step with XLA. Defaults to False.
 
     Returns:
         The Keras `History`.
@@ -425,6 +434,7 @@ def fit_seq2seq(
         )
     check_positive_int("epochs", epochs)
     check_positive_int("batch_size", batch_size)
+    check_bool("jit_compile", jit_compile)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate),
         loss={
@@ -432,6 +442,7 @@ def fit_seq2seq(
                 from_logits=True, ignore_class=PAD_ID
             )
         },
+        jit_compile=jit_compile,
     )
     x, y = _training_arrays(sources, targets, source_vocabulary, target_vocabulary)
     data = (

@@ -4,13 +4,14 @@ shared, or BERT-style with `[CLS]` pooling)."""
 from __future__ import annotations
 
 from keras_attn._validation import check_choice, check_int, check_positive_int
-from keras_attn.backend import keras, register
+from keras_attn.backend import keras, register, tf
 from keras_attn.layers.attention import ContextAttentionPooling
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from keras_attn.layers.text import SequencePooling, TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,
+    apply_head,
     classifier_inputs,
     head_layers,
     head_outputs,
@@ -143,24 +144,78 @@ class TransformerClassifier(FunctionalModel):
 
         # Graph: masks are passed explicitly, the same graph in both generations.
         inputs, ids, ngram_ids = classifier_inputs((sequence_length,), parts.wide)
-        mask = parts.token_mask(ids)  # (batch, sequence_length)
-        x = parts.token_embedding(ids)
-        x = parts.embeddings_add([x, parts.position_embedding(x)])
-        x = parts.embeddings_dropout(parts.embeddings_norm(x))
-        layer_outputs = []
-        for index in range(num_layers):
-            x = blocks[0 if share_layers else index](x, padding_mask=mask)
-            layer_outputs.append(x)
-        if parts.layer_mean is not None:
-            x = parts.layer_mean(layer_outputs)
-        if pooling == "cls":
-            pooled = pooler(x)
-        else:
-            pooled = pooler(x, mask=mask)
-        outputs = head_outputs(parts, parts.pooled_dropout(pooled), ngram_ids)
+        pooled, _ = _encode(parts, arguments, ids, return_attention=False)
+        outputs = head_outputs(parts, pooled, ngram_ids)
         self._init_functional(
             inputs, outputs, parts, arguments, name, CLASSIFIER_SETTINGS, **kwargs
         )
+
+    def attention_weights(self, inputs):
+        """Each layer's and head's self-attention weights of `inputs`, for plotting
+        (e.g. a head view, Vig 2019). Runs the model's layers eagerly, in inference
+        mode (no dropout).
+
+        Args:
+            inputs: what the model takes: token ids `(batch, sequence_length)`, or
+                `{"token_ids", "ngram_ids"}` with a wide part.
+
+        Returns:
+            `{"probabilities": (batch, num_classes), "attention": (batch,
+            num_layers, num_heads, sequence_length, sequence_length)}`: row i of a
+            head is how token i attends over the tokens (zero on padded keys).
+
+        Example:
+
+        >>> import numpy as np
+        >>> model = TransformerClassifier(50, 2, sequence_length=6, hidden_dim=8,
+        ...                               num_heads=2)
+        >>> out = model.attention_weights(np.array([[5, 6, 7, 0, 0, 0]]))
+        >>> out["attention"].shape
+        TensorShape([1, 2, 2, 6, 6])
+        """
+        ngram_ids = None
+        if isinstance(inputs, dict):
+            inputs, ngram_ids = inputs["token_ids"], inputs.get("ngram_ids")
+        ids = tf.convert_to_tensor(inputs, tf.int32)
+        if ids.shape.rank != 2 or ids.shape[1] != self._arguments["sequence_length"]:
+            raise ValueError(
+                "`inputs` must be token ids of shape (batch, "
+                f"{self._arguments['sequence_length']}). Received: "
+                f"shape={tuple(ids.shape)}"
+            )
+        pooled, weights = _encode(self, self._arguments, ids, return_attention=True)
+        return {
+            "probabilities": apply_head(self, pooled, ngram_ids),
+            "attention": tf.stack(weights, axis=1),
+        }
+
+
+def _encode(parts, arguments, ids, return_attention):
+    """The pooled features (after dropout) of `ids`, and each layer's self-attention
+    weights `(batch, num_heads, sequence_length, sequence_length)` (an empty list
+    without `return_attention`), from the layers of `parts` (a `Parts` or the
+    model)."""
+    mask = parts.token_mask(ids)  # (batch, sequence_length)
+    x = parts.token_embedding(ids)
+    x = parts.embeddings_add([x, parts.position_embedding(x)])
+    x = parts.embeddings_dropout(parts.embeddings_norm(x))
+    blocks = parts.transformer_layers
+    layer_outputs, weights = [], []
+    for index in range(arguments["num_layers"]):
+        block = blocks[0 if arguments["share_layers"] else index]
+        if return_attention:
+            x, w = block(x, padding_mask=mask, return_attention_scores=True)
+            weights.append(w)
+        else:
+            x = block(x, padding_mask=mask)
+        layer_outputs.append(x)
+    if parts.layer_mean is not None:
+        x = parts.layer_mean(layer_outputs)
+    if arguments["pooling"] == "cls":
+        pooled = parts.sequence_pooling(x)
+    else:
+        pooled = parts.sequence_pooling(x, mask=mask)
+    return parts.pooled_dropout(pooled), weights
 
 
 def build_transformer_classifier(*args, **kwargs) -> TransformerClassifier:
