@@ -155,30 +155,41 @@ def _fit_once(model, inputs, jit_compile=False):
     return history.history["loss"][-1]
 
 
+def _run_under_policy(policy, layer_cls, init_kwargs, inputs, call_kwargs, losses):
+    """A fresh layer made and called (training=True) under `policy`, its float
+    inputs fed as float32 (as a model's inputs are). Its outputs and the gradients
+    of their sum (plus the layer's own losses when `losses`) must be finite; returns
+    the outputs. The global policy is float32 again afterwards."""
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        layer = layer_cls(**init_kwargs)
+        cast = {
+            k: tf.constant(v) if v.dtype.kind != "f" else tf.constant(v, "float32")
+            for k, v in inputs.items()
+        }
+        with tf.GradientTape() as tape:
+            outputs = _flat_outputs(_call(layer, cast, call_kwargs, training=True))
+            terms = [tf.reduce_sum(tf.cast(o, "float32")) for o in outputs]
+            if losses:
+                terms += [tf.cast(x, "float32") for x in layer.losses]
+            loss = tf.add_n(terms)
+        _assert_finite(f"{policy} outputs", outputs)
+        grads = tape.gradient(loss, layer.trainable_weights)
+        _assert_finite(f"{policy} gradients", [g for g in grads if g is not None])
+        return outputs
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
 def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
     for policy in ("mixed_float16", "mixed_bfloat16"):
-        keras.mixed_precision.set_global_policy(policy)
-        try:
-            layer = layer_cls(**init_kwargs)
-            cast = {
-                k: tf.constant(v) if v.dtype.kind != "f" else tf.constant(v, "float32")
-                for k, v in inputs.items()
-            }
-            with tf.GradientTape() as tape:
-                outputs = _flat_outputs(_call(layer, cast, call_kwargs, training=True))
-                loss = tf.add_n(
-                    [tf.reduce_sum(tf.cast(o, "float32")) for o in outputs]
-                    + [tf.cast(x, "float32") for x in layer.losses]
-                )
-            _assert_finite(f"{policy} outputs", outputs)
-            compute = tf.as_dtype(policy.split("_")[1])
-            assert any(o.dtype == compute for o in outputs), (
-                f"{policy}: no output in {compute.name}: {[o.dtype for o in outputs]}"
-            )
-            grads = tape.gradient(loss, layer.trainable_weights)
-            _assert_finite(f"{policy} gradients", [g for g in grads if g is not None])
-        finally:
-            keras.mixed_precision.set_global_policy("float32")
+        outputs = _run_under_policy(
+            policy, layer_cls, init_kwargs, inputs, call_kwargs, losses=True
+        )
+        compute = tf.as_dtype(policy.split("_")[1])
+        assert any(o.dtype == compute for o in outputs), (
+            f"{policy}: no output in {compute.name}: {[o.dtype for o in outputs]}"
+        )
 
 
 def _check_saved_model(model, inputs, expected, atol, tmp):
@@ -339,27 +350,15 @@ def assert_masked_rows(
     real position: their weights, and the pooled vectors of pooling layers).
     """
     for policy in policies:
-        keras.mixed_precision.set_global_policy(policy)
-        try:
-            layer = layer_cls(**init_kwargs)
-            cast = {
-                k: tf.constant(v) if v.dtype.kind != "f" else tf.constant(v, "float32")
-                for k, v in inputs.items()
-            }
-            with tf.GradientTape() as tape:
-                outputs = _flat_outputs(_call(layer, cast, call_kwargs, training=True))
-                loss = tf.add_n([tf.reduce_sum(tf.cast(o, "float32")) for o in outputs])
-            _assert_finite(f"{policy} outputs", outputs)
-            grads = tape.gradient(loss, layer.trainable_weights)
-            _assert_finite(f"{policy} gradients", [g for g in grads if g is not None])
-            for i, index in zero_rows.items():
-                got = _numpy(outputs[i])[index].astype("float32")
-                assert np.all(got == 0), (
-                    f"{policy}: output {i} at fully masked rows {index} is not zero: "
-                    f"max |value| {np.abs(got).max()}"
-                )
-        finally:
-            keras.mixed_precision.set_global_policy("float32")
+        outputs = _run_under_policy(
+            policy, layer_cls, init_kwargs, inputs, call_kwargs, losses=False
+        )
+        for i, index in zero_rows.items():
+            got = _numpy(outputs[i])[index].astype("float32")
+            assert np.all(got == 0), (
+                f"{policy}: output {i} at fully masked rows {index} is not zero: "
+                f"max |value| {np.abs(got).max()}"
+            )
 
 
 __all__ = ["POLICIES", "assert_mask_invariant", "assert_masked_rows", "run_layer_test"]
