@@ -243,6 +243,21 @@ def _run_worker(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _rows(sizes, legacy, keras3, deep_key, ours_key) -> list[str]:
+    """One table row per layer: DeepCTR's `deep_key` run (tf_keras) against
+    keras_attn's `ours_key` runs under Keras 3 and in DeepCTR's process."""
+    rows = []
+    for case in sizes:
+        deep = legacy[case].get(deep_key)
+        ours2 = legacy[case].get(ours_key)
+        ours3 = keras3[case].get(ours_key)
+        rows.append(
+            f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
+            f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
+        )
+    return rows
+
+
 def _ms(times) -> str:
     return "n/a" if not times else f"{statistics.median(times) * 1e3:.2f}"
 
@@ -333,14 +348,7 @@ def main() -> None:
             "| speed-up (same process) |",
             "|---|---|---|---|---|---|",
         ]
-        for case in sizes:
-            deep = legacy[case].get("DeepCTR XLA")
-            ours2 = legacy[case].get("keras_attn XLA")
-            ours3 = keras3[case].get("keras_attn XLA")
-            lines.append(
-                f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
-                f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
-            )
+        lines += _rows(sizes, legacy, keras3, "DeepCTR XLA", "keras_attn XLA")
     if args.bf16:
         lines += [
             "",
@@ -353,14 +361,7 @@ def main() -> None:
             "| speed-up (same process) |",
             "|---|---|---|---|---|---|",
         ]
-        for case in sizes:
-            deep = legacy[case].get("DeepCTR")
-            ours2 = legacy[case].get("keras_attn bf16")
-            ours3 = keras3[case].get("keras_attn bf16")
-            lines.append(
-                f"| `{case}` | {_ms(deep)} | {_ms(ours3)} | {_ratio(deep, ours3)} | "
-                f"{_ms(ours2)} | {_ratio(deep, ours2)} |"
-            )
+        lines += _rows(sizes, legacy, keras3, "DeepCTR", "keras_attn bf16")
     rates = legacy.get("gemm", {}).get("GFLOP/s", []) + keras3.get("gemm", {}).get(
         "GFLOP/s", []
     )
