@@ -37,6 +37,7 @@ __all__ = [
     "numbers_only",
     "read_tf_config",
     "steps_per_execution",
+    "weights_checkpoint",
 ]
 
 #: The strategies `get_strategy` builds.
@@ -609,6 +610,37 @@ def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
         callbacks.append(keras.callbacks.BackupAndRestore(str(backup_dir)))
         callbacks.append(_EpochRecord(backup_dir))
     return callbacks
+
+
+class _WeightsCheckpoint(keras.callbacks.Callback):
+    def __init__(self, model, directory):
+        super().__init__()
+        self.target = model
+        self.directory = str(directory)
+
+    def on_epoch_end(self, epoch, logs=None):
+        strategy = getattr(self.target, "distribute_strategy", None)
+        if strategy is not None and not strategy.extended.should_checkpoint:
+            return  # a multi-worker job: the chief writes, as ModelCheckpoint does
+        path = os.path.join(self.directory, f"epoch_{epoch + 1:03d}.weights.h5")
+        self.target.save_weights(path)
+
+
+def weights_checkpoint(model, checkpoint_dir):
+    """A callback writing `model`'s weights to `checkpoint_dir/epoch_NNN.weights.h5`
+    after each epoch, whichever model the epoch loop trains (e.g. one part of
+    `model`, sharing its weights).
+
+    Args:
+        model: the `keras.Model` whose weights are saved.
+        checkpoint_dir: str. Created if absent.
+
+    Returns:
+        A `keras.callbacks.Callback`.
+    """
+    _check_dir("checkpoint_dir", checkpoint_dir)
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    return _WeightsCheckpoint(model, checkpoint_dir)
 
 
 def _check_dir(name, value):

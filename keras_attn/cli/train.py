@@ -205,6 +205,7 @@ def train_text(args: argparse.Namespace) -> int:
         model=args.model,
         validation_fraction=args.validation_split,
         wide=args.wide,
+        wide_training=args.wide_training,
         epochs=args.epochs,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
@@ -348,8 +349,16 @@ def _add_text(kinds) -> None:
         "--wide",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="add the wide part (hashed word uni- and bigrams; default: on for han "
-        "and transformer, off for bert)",
+        help="add the wide part (a TF-IDF logistic regression on hashed word uni- "
+        "and bigrams; default: on for han and transformer, off for bert)",
+    )
+    p.add_argument(
+        "--wide-training",
+        choices=["ensemble", "residual", "joint"],
+        default="ensemble",
+        help="ensemble: the wide part, then the deep part, each alone, mixed on "
+        "the validation part; residual: the deep part on top of the frozen wide "
+        "part; joint: both together",
     )
     widths = " (default: keras_attn.models.text_classifier.MODEL_DEFAULTS)"
     p.add_argument(

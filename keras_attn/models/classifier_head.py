@@ -6,6 +6,8 @@ an `NgramLinear` over hashed word n-grams (a second input `ngram_ids`), then the
 softmax. The classifier classes (`HANClassifier`, `TransformerClassifier`,
 `BertClassifier`) keep these layers as attributes: `output_dense`, `wide`,
 `logits_add`, `softmax`, `predicted_label` (the wide ones None without a wide part).
+`deep_part_model` and `wide_part_model` give each part of a wide-and-deep classifier
+alone, sharing its weights, so the two can be trained one after the other.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ __all__ = [
     "CLASSIFIER_SETTINGS",
     "apply_head",
     "classifier_inputs",
+    "deep_part_model",
     "head_layers",
     "head_outputs",
     "wide_layer",
+    "wide_part_model",
 ]
 
 
@@ -102,3 +106,61 @@ def classifier_inputs(token_shape, wide):
 def wide_layer(model):
     """The `NgramLinear` wide part of a classifier, or None without one."""
     return getattr(model, "wide", None)
+
+
+def _outputs(head, logits) -> dict:
+    probabilities = keras.layers.Activation(
+        "softmax", dtype="float32", name="probabilities"
+    )(logits)
+    return {
+        "probabilities": probabilities,
+        "label": head.predicted_label(probabilities),
+    }
+
+
+def deep_part_model(classifier):
+    """The deep part of a wide-and-deep classifier alone, sharing its weights.
+
+    Token ids `(batch, *classifier.token_shape)` -> the classifier's encoder and
+    `output_dense` -> softmax: `{"probabilities", "label"}`, as the classifier
+    without its wide logits. Training it trains the classifier's deep layers.
+
+    Args:
+        classifier: a `HANClassifier` or `TransformerClassifier` with a wide part.
+
+    Returns:
+        A functional `keras.Model` with the input `token_ids`.
+    """
+    _check_wide(classifier)
+    ids = keras.Input(shape=classifier.token_shape, dtype="int32", name="token_ids")
+    logits = classifier.output_dense(classifier.pooled_features(ids))
+    return keras.Model(ids, _outputs(classifier, logits), name="deep_part")
+
+
+def wide_part_model(classifier):
+    """The wide part alone: n-gram ids -> `NgramLinear` -> softmax, sharing its
+    weights (`{"probabilities", "label"}`, input `ngram_ids`).
+
+    Args:
+        classifier: a classifier with a wide part.
+
+    Returns:
+        A functional `keras.Model`: a (multinomial) logistic regression on the
+        wide part's features.
+    """
+    wide = _check_wide(classifier)
+    ngram_ids = keras.Input(shape=(wide.max_ngrams,), dtype="int32", name="ngram_ids")
+    return keras.Model(
+        ngram_ids, _outputs(classifier, wide(ngram_ids)), name="wide_part"
+    )
+
+
+def _check_wide(classifier):
+    wide = wide_layer(classifier)
+    if wide is None or not hasattr(classifier, "pooled_features"):
+        raise ValueError(
+            "`classifier` must be a HANClassifier or TransformerClassifier with a "
+            f"wide part (`wide=...`). Received: {type(classifier).__name__} with "
+            f"wide={wide!r}"
+        )
+    return wide

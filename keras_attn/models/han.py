@@ -208,12 +208,21 @@ class HANClassifier(FunctionalModel):
             inputs, outputs, parts, arguments, name, CLASSIFIER_SETTINGS, **kwargs
         )
 
+    @property
+    def token_shape(self) -> tuple:
+        """The shape of one document's token ids: `(max_sentences, max_words)`."""
+        return (self._arguments["max_sentences"], self._arguments["max_words"])
+
+    def pooled_features(self, ids):
+        """The document vectors `(batch, 2·units)` (after dropout) that the head
+        takes, from token ids; on symbolic or eager tensors."""
+        return _encode(self, ids)[0]
+
     def attention_model(self):
         """A model (sharing the weights) from the same inputs to
         `{"probabilities", "word_attention": (batch, sentences, words),
         "sentence_attention": (batch, sentences)}`, for plotting."""
-        token_shape = (self._arguments["max_sentences"], self._arguments["max_words"])
-        inputs, ids, ngram_ids = classifier_inputs(token_shape, self.wide)
+        inputs, ids, ngram_ids = classifier_inputs(self.token_shape, self.wide)
         document, words, sentences = _encode(self, ids)
         outputs = {
             "probabilities": apply_head(self, document, ngram_ids),

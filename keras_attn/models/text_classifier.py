@@ -14,6 +14,7 @@ from keras_attn import distribute
 from keras_attn._validation import check_choice
 from keras_attn.backend import keras, tf
 from keras_attn.layers.text import HashedNgrams
+from keras_attn.models.classifier_head import deep_part_model, wide_part_model
 from keras_attn.models.han import build_han_classifier
 from keras_attn.models.text import (
     build_text_serving_model,
@@ -40,6 +41,9 @@ __all__ = [
     "MODELS",
     "MODEL_DEFAULTS",
     "WIDE_DEFAULTS",
+    "WIDE_FIT",
+    "WIDE_JOINT",
+    "WIDE_TRAININGS",
     "TextClassifier",
     "corpus_limits",
     "fit_text_classifier",
@@ -138,11 +142,37 @@ MODEL_DEFAULTS = {
 }
 
 
-#: The wide part's settings in `fit_text_classifier` (over `NgramLinear`'s): chosen
-#: on an inner 80/20 split of review_polarity's fitting part, the wide part alone
-#: (benchmarks/RESULTS.md, bench_text): 10x step and n-gram dropout 0.5 reached
-#: 0.809 there, 1x without dropout 0.754 after 15 epochs, still climbing.
-WIDE_DEFAULTS = {"scale": 10.0, "dropout": 0.5}
+#: The wide part's features in `fit_text_classifier` (over `NgramLinear`'s): those
+#: of scikit-learn's `TfidfVectorizer(sublinear_tf=True)` over the hashed word uni-
+#: and bigrams (1 + log count, smoothed IDF from the training documents, L2 norm)
+#: and a bias: the wide part is a logistic regression on TF-IDF features.
+WIDE_DEFAULTS = {
+    "term_weighting": "sublinear",
+    "idf": True,
+    "combiner": "l2",
+    "use_bias": True,
+}
+
+#: How the wide part is fitted alone (`wide_training` "ensemble" and "residual"):
+#: Adam at `learning_rate`, `epochs` passes in batches of `batch_size`, an L2
+#: penalty `|W|² / (2·C·N)` on the table (N training documents: scikit-learn's
+#: `LogisticRegression(C=C)` objective divided by N). On an inner 80/20 split of
+#: review_polarity's and ag_news's fitting parts it matched scikit-learn's
+#: TF-IDF + LR (0.820 vs 0.812, 0.865 vs 0.856; benchmarks/RESULTS.md).
+WIDE_FIT = {"epochs": 20, "learning_rate": 0.01, "batch_size": 64, "C": 10.0}
+
+#: Added to `WIDE_DEFAULTS` with `wide_training="joint"` (the wide part trained
+#: with the deep one from the start): a 10x step and n-gram dropout 0.5, chosen for
+#: joint training on an inner split of review_polarity (benchmarks/RESULTS.md).
+WIDE_JOINT = {"scale": 10.0, "dropout": 0.5}
+
+#: `fit_text_classifier`'s ways of training a wide-and-deep classifier.
+WIDE_TRAININGS = ("ensemble", "residual", "joint")
+
+#: The mixing grid of `wide_training="ensemble"`: the weight α of the wide logits
+#: and the temperature t of `t·(α·wide + (1 - α)·deep)`.
+_MIX_WEIGHTS = np.linspace(0.0, 1.0, 21)
+_MIX_TEMPERATURES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
 def corpus_limits(
@@ -273,6 +303,7 @@ def fit_text_classifier(
     verbose: int = 0,
     seed: int = 0,
     wide: bool | dict | None = None,
+    wide_training: str = "ensemble",
     validation_fraction: float = 0.1,
     percentile: float = 95.0,
     strategy=None,
@@ -294,23 +325,38 @@ def fit_text_classifier(
     percentile of the training documents, capped by `LIMIT_CAPS`); model widths not
     given in `**model_kwargs` come from `MODEL_DEFAULTS` (CPU-sized); the vocabulary
     keeps at most 50,000 words, seen at least 3 times in a corpus of 500k words or
-    more, else twice; HAN and the Transformer get a wide part (`wide=None`: hashed
-    word uni- and bigrams, `NgramLinear`, logits added to the deep model's). Early
-    stopping watches validation accuracy with `patience` and restores the best
-    weights; without `validation_texts` a stratified `validation_fraction` of the
-    *training* documents is carved off for it (their indices are
-    `result.validation_indices`), so documents scored elsewhere never steer
-    training. The learning rate halves when the validation loss has not improved
-    for 2 epochs (down to 1/32 of it); the Transformer and "bert" warm it up
-    linearly over the first epoch.
+    more, else twice. Early stopping watches validation accuracy with `patience`
+    and restores the best weights; without `validation_texts` a stratified
+    `validation_fraction` of the *training* documents is carved off for it (their
+    indices are `result.validation_indices`), so documents scored elsewhere never
+    steer training. The learning rate halves when the validation loss has not
+    improved for 2 epochs (down to 1/32 of it); the Transformer and "bert" warm it
+    up linearly over the first epoch.
+
+    HAN and the Transformer get a wide part by default (`wide=None`): a logistic
+    regression on TF-IDF features of the hashed word uni- and bigrams
+    (`NgramLinear` with `WIDE_DEFAULTS`, the IDF read off the training documents)
+    whose logits are added to the deep model's, in one graph, so the export still
+    takes raw strings. `wide_training` says how the two are trained:
+
+    - "ensemble" (the default): the wide part is fitted alone (`WIDE_FIT`), then
+      the deep part alone (early stopping as above), then the two are mixed:
+      `logits = t·(α·wide + (1 - α)·deep)`, with the weight α and the temperature
+      t that minimize the validation part's log loss (α = 0.5, t = 1 without a
+      validation part). α and t are folded into the two parts' last weights, so
+      the model is wide + deep logits. A product of experts: each part is trained
+      to its own best.
+    - "residual": the wide part fitted alone, frozen, then the deep part trained on
+      top of its logits (it learns what the linear model misses).
+    - "joint": both trained together from the start (with `WIDE_JOINT`).
 
     Args:
         texts: list of str. Training documents.
         labels: list of labels (any hashable; sorted to class indices).
         model: str. "han", "transformer" or "bert". Defaults to "han".
         validation_texts, validation_labels: optional validation data (for early
-            stopping); when absent, carved from `texts`.
-        epochs: int. At most this many epochs. Defaults to 20.
+            stopping and the mix); when absent, carved from `texts`.
+        epochs: int. At most this many epochs (of the deep part). Defaults to 20.
         batch_size, learning_rate: training settings (Adam, 1e-3).
         vocabulary: optional vocabulary (list, vocab.txt path or shipped name).
         max_tokens, min_count: vocabulary limits when building one (None: from the
@@ -325,6 +371,8 @@ def fit_text_classifier(
             is True for "han" and "transformer", False for "bert". A dict gives
             `NgramLinear` arguments over `WIDE_DEFAULTS`; its `max_ngrams` defaults
             to the corpus's.
+        wide_training: str. "ensemble", "residual" or "joint" (see above).
+            Defaults to "ensemble".
         validation_fraction: float in (0, 1). Share of `texts` carved off for early
             stopping when no validation data is given. Defaults to 0.1.
         percentile: float. Percentile of `corpus_limits`. Defaults to 95.
@@ -333,10 +381,11 @@ def fit_text_classifier(
             scope. Tokenization runs on the host, before training; `batch_size`
             is the global batch. Defaults to none.
         tpu: str. TPU name for `strategy="tpu"`.
-        backup_dir: str. `BackupAndRestore` directory: a killed run started again
-            with the same arguments resumes from its last finished epoch with that
-            epoch's data order (shuffled by `(seed, epoch)`).
-        checkpoint_dir: str. Weights after each epoch go to
+        backup_dir: str. `BackupAndRestore` directory of the deep part's epochs: a
+            killed run started again with the same arguments refits the wide part
+            (seconds, seeded) and resumes the deep part from its last finished
+            epoch with that epoch's data order (shuffled by `(seed, epoch)`).
+        checkpoint_dir: str. The whole classifier's weights after each epoch go to
             `checkpoint_dir/epoch_NNN.weights.h5`.
         mixed_precision: str. The Keras dtype policy the model is built under
             (`keras_attn.precision.POLICIES`); the probabilities stay float32 and
@@ -347,7 +396,8 @@ def fit_text_classifier(
         **model_kwargs: passed to the model builder (over `MODEL_DEFAULTS`).
 
     Returns:
-        A `TextClassifier`.
+        A `TextClassifier`; its `settings` hold what the defaults resolved to and,
+        with a wide part, each part's validation accuracy and the mix.
 
     Example:
 
@@ -359,6 +409,7 @@ def fit_text_classifier(
     True
     """
     check_choice("model", model, MODELS)
+    check_choice("wide_training", wide_training, WIDE_TRAININGS)
     check_mixed_precision(mixed_precision)
     jit_compile = resolve_jit_compile(jit_compile, mixed_precision, default=None)
     _check_pairs("texts", texts, "labels", labels)
@@ -410,7 +461,14 @@ def fit_text_classifier(
     if wide is True:
         wide = {}
     if isinstance(wide, dict):
-        wide = {"max_ngrams": limits["max_ngrams"], **WIDE_DEFAULTS, **wide}
+        joint = WIDE_JOINT if wide_training == "joint" else {}
+        wide = {"max_ngrams": limits["max_ngrams"], **WIDE_DEFAULTS, **joint, **wide}
+        if wide_training != "joint":
+            # scikit-learn's C, per document (the loss is a mean over the batch).
+            penalty = 1.0 / (2.0 * WIDE_FIT["C"] * len(texts))
+            # As a config (not an object): the classifier's config stays JSON.
+            l2 = {"class_name": "L2", "config": {"l2": penalty}}
+            wide.setdefault("kernel_regularizer", l2)
 
     if model == "bert":
         vocabulary = vocabulary or "bert-base-uncased"
@@ -460,23 +518,50 @@ def fit_text_classifier(
                 wide=wide,
                 **model_kwargs,
             )
-        compile_text_classifier(net, learning_rate=learning_rate, **compile_kwargs)
-    # The wide part's ids come from the layer the serving model also uses.
+    # Tokenized and hashed once (not every epoch), on the host: the ids are small
+    # next to the model, and no string reaches the replicas. The wide part's ids
+    # come from the layer the serving model also uses.
     wide_part = wide_layer(net)
-    hasher = wide_part.hasher() if wide_part is not None else None
+    train = _model_inputs(tokenizer, wide_part, texts)
+    y_train = encode(labels)
+    validation = y_validation = None
+    if validation_texts is not None:
+        validation = _model_inputs(tokenizer, wide_part, validation_texts)
+        y_validation = encode(validation_labels)
     # TPUs compile one program per shape: every batch full.
     static = isinstance(strategy, tf.distribute.TPUStrategy)
+    settings = {}
+    staged = wide_part is not None and wide_training != "joint"
+    if wide_part is not None and (wide_part.use_idf or wide_part.nb_ratio):
+        # IDF and naive-Bayes ratios from the training documents only.
+        wide_part.adapt(train["ngram_ids"], labels=y_train)
+    if staged:
+        settings.update(
+            _fit_wide_part(
+                net,
+                train,
+                y_train,
+                validation,
+                y_validation,
+                strategy,
+                compile_kwargs,
+                seed,
+                static,
+            )
+        )
+        wide_part.trainable = False
+    # What the epoch loop trains: the deep part alone ("ensemble"), or the whole
+    # classifier (with its wide part frozen for "residual").
+    fitted = deep_part_model(net) if staged and wide_training == "ensemble" else net
+    with strategy.scope():
+        compile_text_classifier(fitted, learning_rate=learning_rate, **compile_kwargs)
 
-    def dataset(xs, ys, shuffle):
-        # Tokenized and hashed once (not every epoch), on the host: the ids are
-        # small next to the model, and no string reaches the replicas.
-        y = encode(ys)
-        ids = _tokenize_all(tokenizer, list(xs))
-        if hasher is not None:
-            ids = {"token_ids": ids, "ngram_ids": _tokenize_all(hasher, list(xs))}
+    def dataset(inputs, y, shuffle):
+        if fitted is not net:
+            inputs = inputs["token_ids"]
         if shuffle and backup_dir is not None:
             ds = distribute.epoch_batches(
-                (ids, y),
+                (inputs, y),
                 len(y),
                 batch_size,
                 seed=seed,
@@ -484,7 +569,7 @@ def fit_text_classifier(
                 drop_remainder=static,
             )
         else:
-            ds = tf.data.Dataset.from_tensor_slices((ids, y))
+            ds = tf.data.Dataset.from_tensor_slices((inputs, y))
             if shuffle:
                 ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
             ds = ds.batch(batch_size, drop_remainder=static)
@@ -494,17 +579,19 @@ def fit_text_classifier(
         )
         return ds.prefetch(tf.data.AUTOTUNE)
 
-    train_ds = dataset(texts, labels, shuffle=True)
+    train_ds = dataset(train, y_train, shuffle=True)
     steps = None
     if backup_dir is not None:  # an endless stream: `fit` counts the epochs
         steps = len(texts) // batch_size if static else -(-len(texts) // batch_size)
     val_ds = None
     timer = _EpochTimer()
-    callbacks = distribute.fit_callbacks([timer], backup_dir, checkpoint_dir)
+    callbacks = distribute.fit_callbacks([timer], backup_dir, None)
+    if checkpoint_dir is not None:
+        callbacks.append(distribute.weights_checkpoint(net, checkpoint_dir))
     if model != "han":
         callbacks.append(_WarmUp(learning_rate, -(-len(texts) // batch_size)))
-    if validation_texts is not None:
-        val_ds = dataset(validation_texts, validation_labels, shuffle=False).cache()
+    if validation is not None:
+        val_ds = dataset(validation, y_validation, shuffle=False).cache()
         callbacks.append(
             keras.callbacks.ReduceLROnPlateau(
                 monitor="val_loss",
@@ -517,21 +604,26 @@ def fit_text_classifier(
             callbacks.append(
                 keras.callbacks.EarlyStopping(
                     monitor="val_probabilities_accuracy"
-                    if _metric_prefixed(net)
+                    if _metric_prefixed(fitted)
                     else "val_accuracy",
                     mode="max",
                     patience=patience,
                     restore_best_weights=True,
                 )
             )
-    history = net.fit(
+    history = fitted.fit(
         train_ds,
         validation_data=val_ds,
         epochs=epochs,
         steps_per_epoch=steps,
         callbacks=callbacks,
+        shuffle=False,  # the dataset is shuffled
         verbose=verbose,
     )
+    if staged and wide_training == "ensemble":
+        settings.update(
+            _mix_wide_and_deep(net, fitted, validation, y_validation, strategy)
+        )
     result = TextClassifier(
         net,
         tokenizer,
@@ -547,15 +639,96 @@ def fit_text_classifier(
             "max_tokens": max_tokens,
             "min_count": min_count,
             "wide": _wide_settings(wide_part),
+            "wide_training": wide_training if wide_part is not None else None,
             "epochs_run": len(timer.times),
+            **settings,
         },
     )
-    if val_ds is not None:
-        probs = net.predict(val_ds.map(lambda x, y: x), verbose=0)["probabilities"]
-        result.val_accuracy = float(
-            np.mean(probs.argmax(-1) == encode(validation_labels))
-        )
+    if validation is not None:
+        result.val_accuracy = _accuracy(net, validation, y_validation)
     return result
+
+
+def _model_inputs(tokenizer, wide_part, texts) -> dict:
+    """`{"token_ids"}` (and `"ngram_ids"` with a wide part) of `texts`, as NumPy."""
+    inputs = {"token_ids": _tokenize_all(tokenizer, list(texts))}
+    if wide_part is not None:
+        inputs["ngram_ids"] = _tokenize_all(wide_part.hasher(), list(texts))
+    return inputs
+
+
+def _predict(model, inputs, batch_size=256) -> np.ndarray:
+    return model.predict(inputs, batch_size=batch_size, verbose=0)["probabilities"]
+
+
+def _accuracy(model, inputs, y) -> float:
+    if wide_layer(model) is None and isinstance(inputs, dict):
+        inputs = inputs["token_ids"]
+    return float(np.mean(_predict(model, inputs).argmax(-1) == y))
+
+
+def _fit_wide_part(
+    net, train, y, validation, y_validation, strategy, compile_kwargs, seed, static
+) -> dict:
+    """Fits the wide part alone (`WIDE_FIT`): a logistic regression on its
+    features. Returns its validation accuracy (None without validation data)."""
+    with strategy.scope():
+        wide_model = wide_part_model(net)
+        wide_model.compile(
+            optimizer=keras.optimizers.Adam(WIDE_FIT["learning_rate"]),
+            loss={"probabilities": "sparse_categorical_crossentropy"},
+            **compile_kwargs,
+        )
+    ds = tf.data.Dataset.from_tensor_slices((train["ngram_ids"], y))
+    ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(WIDE_FIT["batch_size"], drop_remainder=static)
+    ds = ds.map(lambda x, t: (x, {"probabilities": t})).prefetch(tf.data.AUTOTUNE)
+    wide_model.fit(ds, epochs=WIDE_FIT["epochs"], shuffle=False, verbose=0)
+    accuracy = None
+    if validation is not None:
+        probabilities = _predict(wide_model, validation["ngram_ids"])
+        accuracy = float(np.mean(probabilities.argmax(-1) == y_validation))
+    return {"wide_val_accuracy": accuracy}
+
+
+def _mix_wide_and_deep(net, deep_model, validation, y, strategy) -> dict:
+    """Chooses the mix `t·(α·wide + (1 - α)·deep)` of the two parts' logits by the
+    validation log loss and folds it into their last weights (`net` then gives
+    the mix). Returns α, t and each part's validation accuracy."""
+    alpha, temperature, deep_accuracy = 0.5, 1.0, None
+    if validation is not None:
+        # Log-probabilities differ from the logits by one constant per document,
+        # which the softmax of their weighted sum ignores.
+        wide_log = np.log(
+            np.maximum(_predict(wide_part_model(net), validation["ngram_ids"]), 1e-30)
+        )
+        deep_probabilities = _predict(deep_model, validation["token_ids"])
+        deep_accuracy = float(np.mean(deep_probabilities.argmax(-1) == y))
+        deep_log = np.log(np.maximum(deep_probabilities, 1e-30))
+        best = None
+        for a in _MIX_WEIGHTS:
+            for t in _MIX_TEMPERATURES:
+                z = t * (a * wide_log + (1.0 - a) * deep_log)
+                z = z - z.max(axis=1, keepdims=True)
+                log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+                loss = -float(np.mean(log_p[np.arange(len(y)), y]))
+                if best is None or loss < best[0] - 1e-12:
+                    best = (loss, float(a), float(t))
+        _, alpha, temperature = best
+    wide, dense = wide_layer(net), net.output_dense
+    with strategy.scope():
+        for layer, factor in (
+            (wide, temperature * alpha),
+            (dense, temperature * (1.0 - alpha)),
+        ):
+            layer.kernel.assign(layer.kernel * factor)
+            if layer.bias is not None:
+                layer.bias.assign(layer.bias * factor)
+    return {
+        "deep_val_accuracy": deep_accuracy,
+        "wide_weight": alpha,
+        "temperature": temperature,
+    }
 
 
 def _wide_settings(layer):
@@ -563,7 +736,16 @@ def _wide_settings(layer):
     if layer is None:
         return False
     config = layer.get_config()
-    keys = ("num_buckets", "combiner", "dropout", "scale", "ngram_widths", "max_ngrams")
+    keys = (
+        "num_buckets",
+        "combiner",
+        "dropout",
+        "scale",
+        "ngram_widths",
+        "max_ngrams",
+        "term_weighting",
+        "idf",
+    )
     return {k: config[k] for k in keys}
 
 

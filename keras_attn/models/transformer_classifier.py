@@ -150,6 +150,16 @@ class TransformerClassifier(FunctionalModel):
             inputs, outputs, parts, arguments, name, CLASSIFIER_SETTINGS, **kwargs
         )
 
+    @property
+    def token_shape(self) -> tuple:
+        """The shape of one document's token ids: `(sequence_length,)`."""
+        return (self._arguments["sequence_length"],)
+
+    def pooled_features(self, ids):
+        """The pooled vectors (after dropout) that the head takes, from token ids;
+        on symbolic or eager tensors."""
+        return _encode(self, self._arguments, ids, return_attention=False)[0]
+
     def attention_weights(self, inputs):
         """Each layer's and head's self-attention weights of `inputs`, for plotting
         (e.g. a head view, Vig 2019). Runs the model's layers eagerly, in inference
