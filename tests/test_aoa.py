@@ -1,9 +1,10 @@
-"""AttentionOverAttention (Cui et al. 2017)."""
+"""AttentionOverAttention (Cui et al. 2017) and DocumentAttention (Kadlec et al.
+2016), the cloze readers' heads."""
 
 import numpy as np
 import pytest
 
-from keras_attn.layers.aoa import AttentionOverAttention
+from keras_attn.layers.aoa import AttentionOverAttention, DocumentAttention
 from tests.harness import assert_mask_invariant, run_layer_test
 
 
@@ -105,4 +106,94 @@ def test_aoa_validation():
             np.zeros((2, 5, 4), "float32"),
             np.zeros((2, 3, 4), "float32"),
             query_mask=np.ones((2, 4), bool),
+        )
+
+
+# DocumentAttention: the Attention Sum Reader's head (Kadlec et al. 2016).
+
+
+def _document_attention(doc, query, doc_mask, query_mask):
+    out = np.zeros(doc.shape[:2])
+    for b in range(doc.shape[0]):
+        if not doc_mask[b].any() or not query_mask[b].any():
+            continue
+        q = query[b][query_mask[b]].mean(0)  # the mean of the marked positions
+        logits = doc[b] @ q
+        e = np.exp(logits - logits[doc_mask[b]].max()) * doc_mask[b]
+        out[b] = e / e.sum()
+    return out
+
+
+@pytest.mark.slow
+def test_document_attention_harness():
+    doc, query, doc_mask, query_mask = _data()
+    run_layer_test(
+        DocumentAttention,
+        {},
+        {
+            "document": doc,
+            "query": query,
+            "document_mask": doc_mask,
+            "query_mask": query_mask,
+        },
+        (3, 7),
+        expected_num_trainable_weights=0,
+    )
+
+
+def test_document_attention_golden():
+    doc, query, doc_mask, _ = _data(4)
+    # Row 1 pools two query positions, row 2 has an empty document.
+    query_mask = np.array([[False, True, False], [True, False, True], [True] * 3])
+    s = DocumentAttention()(
+        doc, query, document_mask=doc_mask, query_mask=query_mask
+    ).numpy()
+    np.testing.assert_allclose(
+        s, _document_attention(doc, query, doc_mask, query_mask), atol=1e-5
+    )
+    np.testing.assert_allclose(s[:2].sum(-1), 1.0, atol=1e-5)
+    assert np.all(s[1, 4:] == 0) and np.all(s[2] == 0)
+    # Without masks: every position of both, the query's plain mean.
+    ones_d, ones_q = np.ones(doc.shape[:2], bool), np.ones(query.shape[:2], bool)
+    np.testing.assert_allclose(
+        DocumentAttention()(doc, query).numpy(),
+        _document_attention(doc, query, ones_d, ones_q),
+        atol=1e-5,
+    )
+
+
+def test_document_attention_empty_query_gives_zeros():
+    doc, query, doc_mask, _ = _data(5)
+    query_mask = np.array([[True, False, False], [False] * 3, [False] * 3])
+    s = DocumentAttention()(
+        doc, query, document_mask=np.ones_like(doc_mask), query_mask=query_mask
+    ).numpy()
+    assert np.isfinite(s).all() and np.all(s[1:] == 0)
+    np.testing.assert_allclose(s[0].sum(), 1.0, atol=1e-5)
+
+
+def test_document_attention_mask_invariance():
+    doc, query, doc_mask, _ = _data(6)
+    query_mask = np.array([[True, False, False], [False, True, True], [True] * 3])
+    inputs = {
+        "document": doc,
+        "query": query,
+        "document_mask": doc_mask,
+        "query_mask": query_mask,
+    }
+    layer = DocumentAttention()
+    assert_mask_invariant(layer, inputs, "document", ~doc_mask)
+    assert_mask_invariant(layer, inputs, "query", ~query_mask)
+
+
+def test_document_attention_validation():
+    with pytest.raises(ValueError, match=r"document.shape=\(2, 5, 4\), query.shape"):
+        DocumentAttention()(
+            np.zeros((2, 5, 4), "float32"), np.zeros((2, 3, 6), "float32")
+        )
+    with pytest.raises(ValueError, match="document_mask"):
+        DocumentAttention()(
+            np.zeros((2, 5, 4), "float32"),
+            np.zeros((2, 3, 4), "float32"),
+            document_mask=np.ones((2, 4), bool),
         )

@@ -15,6 +15,7 @@ from keras_attn.models import (
     AoAReader,
     BertBackbone,
     BertClassifier,
+    BertClozeReader,
     CTRModel,
     HANClassifier,
     TransformerClassifier,
@@ -100,6 +101,27 @@ CASES = {
             "candidate_ids": _ids((2, 4), seed=2),
         },
     ),
+    "aoa_dot": (
+        lambda: AoAReader(30, embedding_dim=8, units=4, head="dot", placeholder_id=3),
+        lambda: {
+            "document_ids": _ids((2, 7)),
+            "query_ids": np.array([[3, 5, 3], [7, 3, 0]], "int32"),
+            "candidate_ids": _ids((2, 4), seed=2),
+        },
+    ),
+    **{
+        f"bert_cloze_{head}": (
+            lambda head=head: BertClozeReader(_bert(), head=head),
+            lambda: {
+                "document_ids": _ids((2, 6)),
+                "query_ids": np.array(
+                    [[2, 5, 9, 0, 0, 0], [4, 2, 0, 0, 0, 0]], "int32"
+                ),
+                "candidate_ids": _ids((2, 3), seed=2),
+            },
+        )
+        for head in ("aoa", "dot")
+    },
 }
 
 

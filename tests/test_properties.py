@@ -113,6 +113,14 @@ def _aoa(d):
     return layer, (d.x(ld, dim), d.x(lq, dim)), kwargs, (d.batch, ld)
 
 
+def _document_attention(d):
+    ld, dim = _seq(d)
+    lq = d.size(label="q_len")
+    kwargs = dict(document_mask=d.mask(ld), query_mask=d.mask(lq))
+    layer = L.DocumentAttention(dtype=d.policy)
+    return layer, (d.x(ld, dim), d.x(lq, dim)), kwargs, (d.batch, ld)
+
+
 def _din_pooling(d):
     length, dim = _seq(d)
     layer = L.AttentionSequencePooling(
@@ -311,6 +319,7 @@ CASES = {
     "AttentionSequencePooling": _din_pooling,
     "ContextAttentionPooling": _context_pooling,
     "Dice": _dice,
+    "DocumentAttention": _document_attention,
     "FactorizedEmbedding": _factorized,
     "FeedForward": _feed_forward,
     "FieldEmbedding": _field_embedding,
@@ -441,7 +450,7 @@ INVALID = [
 
 
 #: Layers without constructor arguments of their own, checked on bad inputs instead.
-NO_ARGUMENTS = {"AttentionOverAttention"}
+NO_ARGUMENTS = {"AttentionOverAttention", "DocumentAttention"}
 
 
 def test_every_public_layer_has_an_invalid_argument_case():
@@ -463,11 +472,12 @@ def test_invalid_arguments_name_the_argument(cls, kwargs, arg, values, data):
         cls(**kwargs, **{arg: value})
 
 
+@pytest.mark.parametrize("name", sorted(NO_ARGUMENTS))
 @settings(settings.get_profile(PROFILE))
 @given(data=st.data())
-def test_aoa_names_a_bad_input(data):
+def test_cloze_heads_name_a_bad_input(name, data):
     d = Draw(data)
     rank = d.choice([2, 4], "rank")
     document = np.ones((2,) * rank, "float32")
     with pytest.raises(ValueError, match=r"`document` and `query` must have shapes"):
-        L.AttentionOverAttention()(document, d.x(3, 2))
+        getattr(L, name)()(document, d.x(3, 2))

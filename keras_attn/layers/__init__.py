@@ -1,6 +1,6 @@
 """Public keras_attn layers, one module per family."""
 
-from keras_attn.layers.aoa import AttentionOverAttention
+from keras_attn.layers.aoa import AttentionOverAttention, DocumentAttention
 from keras_attn.layers.attention import Attention, ContextAttentionPooling
 from keras_attn.layers.autoint import InteractingLayer
 from keras_attn.layers.din import AttentionSequencePooling, Dice, LocalActivationUnit
@@ -33,6 +33,7 @@ __all__ = [
     "BahdanauAttention",
     "ContextAttentionPooling",
     "Dice",
+    "DocumentAttention",
     "FactorizedEmbedding",
     "FeedForward",
     "FieldEmbedding",

@@ -1,4 +1,5 @@
-"""AttentionOverAttention: the attention-over-attention reader's document scores."""
+"""The document scores of the cloze readers: `AttentionOverAttention` (Cui et al.
+2017) and the Attention Sum Reader's `DocumentAttention` (Kadlec et al. 2016)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,94 @@ class AttentionOverAttention(Layer):
         scores = tf.einsum("bij,bj->bi", alpha, beta_mean)  # (batch, |D|)
         if return_attention_scores:
             return scores, alpha, beta
+        return scores
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+@register
+class DocumentAttention(Layer):
+    """Dot-product attention of a query vector over a document (Kadlec et al. 2016).
+
+    The Attention Sum Reader's document scores: `q` is the mean of the query's
+    vectors at the positions `query_mask` marks, and `s = softmax(D q)` over the
+    real document words, `(|D|,)`. The cloze readers mark the placeholder's
+    positions (`AoAReader(head="dot")`), so `q` is the encoding of the blank, as
+    the Gated-Attention Reader (Dhingra et al. 2017) takes it; without a mask, every
+    query position counts. Padded document words get `s = 0`, and an empty document
+    or an empty query gives all zeros. The reader then sums `s` over the
+    occurrences of each candidate word.
+
+    Paper: "Text Understanding with the Attention Sum Reader Network", Kadlec et
+    al., ACL 2016.
+
+    Call arguments:
+        document: `(batch, doc_len, dim)`, the contextual document embeddings.
+        query: `(batch, query_len, dim)`, the contextual query embeddings.
+        document_mask: optional boolean `(batch, doc_len)`, True at real words.
+        query_mask: optional boolean `(batch, query_len)`, True at the positions
+            whose mean is the query vector.
+
+    Returns:
+        `s` of shape `(batch, doc_len)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = DocumentAttention()
+    >>> d, q = np.ones((2, 7, 8), "float32"), np.ones((2, 3, 8), "float32")
+    >>> s = layer(d, q, document_mask=np.arange(7) < [[7], [4]])
+    >>> s.shape, s.numpy()[1].round(2).tolist()
+    (TensorShape([2, 7]), [0.25, 0.25, 0.25, 0.25, 0.0, 0.0, 0.0])
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+    def build(self, document_shape, query_shape):
+        d_shape, q_shape = static_shape(document_shape), static_shape(query_shape)
+        if (
+            len(d_shape) != 3
+            or len(q_shape) != 3
+            or d_shape[-1] is None
+            or d_shape[-1] != q_shape[-1]
+        ):
+            raise ValueError(
+                "`document` and `query` must have shapes (batch, doc_len, dim) and "
+                "(batch, query_len, dim) with the same known dim. Received: "
+                f"document.shape={tuple(d_shape)}, query.shape={tuple(q_shape)}"
+            )
+        self.built = True
+
+    def call(self, document, query, document_mask=None, query_mask=None):
+        document, query = self.cast_inputs(document, query)
+        if document_mask is None:
+            document_mask = getattr(document, "_keras_mask", None)
+        if query_mask is None:
+            query_mask = getattr(query, "_keras_mask", None)
+        document, query = check_batch_sizes(document=document, query=query)
+        document_mask, query_mask = (
+            as_bool_mask(document_mask),
+            as_bool_mask(query_mask),
+        )
+        check_mask_shape(
+            "document_mask", document_mask, static_shape(document)[:-1], "document"
+        )
+        check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
+        if query_mask is None:
+            vector = tf.reduce_mean(query, axis=1)
+        else:
+            weights = tf.cast(query_mask, query.dtype)  # (batch, |Q|)
+            count = tf.reduce_sum(weights, axis=1, keepdims=True)
+            vector = tf.math.divide_no_nan(
+                tf.einsum("bj,bjd->bd", weights, query), count
+            )  # (batch, dim)
+        logits = tf.einsum("bid,bd->bi", document, vector)  # (batch, |D|)
+        scores = masked_softmax(logits, document_mask, axis=-1)
+        if query_mask is not None:
+            # An empty query points nowhere: zeros, not the uniform softmax of 0.
+            scores *= tf.cast(tf.reduce_any(query_mask, axis=1), scores.dtype)[:, None]
         return scores
 
     def compute_mask(self, inputs, mask=None):

@@ -4,6 +4,7 @@ their parts as attributes), their `build_*` spellings, and their training helper
 from keras_attn.models.aoa import (
     AoAReader,
     AoAReaderResult,
+    BertClozeReader,
     build_aoa_reader,
     candidate_crossentropy,
     fit_aoa_reader,
@@ -80,6 +81,7 @@ __all__ = [
     "AoAReaderResult",
     "BertBackbone",
     "BertClassifier",
+    "BertClozeReader",
     "BertPretrainer",
     "CTRModel",
     "HANClassifier",

@@ -1,5 +1,7 @@
-"""The Attention-over-Attention reader for cloze-style questions (Cui et al. 2017),
-and training it on `keras_attn.text.cloze` questions against the baselines."""
+"""The cloze readers: Attention-over-Attention (Cui et al. 2017) or the Attention
+Sum Reader's dot-product head (Kadlec et al. 2016), on GRU encoders (`AoAReader`) or
+a shared BERT encoder (`BertClozeReader`), and training them on
+`keras_attn.text.cloze` questions against the baselines."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from keras_attn._validation import check_positive_int, check_rate
-from keras_attn.backend import keras, register, tf
-from keras_attn.layers.aoa import AttentionOverAttention
+from keras_attn._validation import check_choice, check_positive_int, check_rate
+from keras_attn.backend import Layer, keras, register, tf
+from keras_attn.layers.aoa import AttentionOverAttention, DocumentAttention
 from keras_attn.layers.text import CandidateSum, PredictedLabel, TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
+from keras_attn.models.bert import check_backbone
 from keras_attn.text.cloze import (
     ClozeQuestion,
     cloze_accuracy,
@@ -22,12 +25,96 @@ from keras_attn.text.cloze import (
 )
 
 __all__ = [
+    "READER_HEADS",
     "AoAReader",
     "AoAReaderResult",
+    "BertClozeReader",
     "build_aoa_reader",
     "candidate_crossentropy",
     "fit_aoa_reader",
 ]
+
+
+#: The readers' heads: Attention-over-Attention, or the Attention Sum Reader's
+#: dot product of the placeholder's encoding with each document word.
+READER_HEADS = ("aoa", "dot")
+
+#: The id of `PLACEHOLDER` in a `build_cloze_vocabulary` vocabulary (and of
+#: `[MASK]` in its `cloze_bert_vocabulary`).
+PLACEHOLDER_ID = 2
+
+
+@register
+class _PlaceholderMask(Layer):
+    """True where the ids are the placeholder's `(batch, query_len)`."""
+
+    def __init__(self, placeholder_id: int = PLACEHOLDER_ID, **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self.placeholder_id = placeholder_id
+
+    def call(self, inputs):
+        return tf.equal(inputs, tf.constant(self.placeholder_id, inputs.dtype))
+
+    def get_config(self):
+        return {**super().get_config(), "placeholder_id": self.placeholder_id}
+
+
+@register
+class _SegmentIds(Layer):
+    """Segment 0 at every position of a `(batch, length)` id tensor."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return tf.zeros_like(inputs, tf.int32)
+
+
+def _check_head(head, placeholder_id, vocabulary_size):
+    check_choice("head", head, READER_HEADS)
+    check_positive_int("placeholder_id", placeholder_id)
+    if placeholder_id >= vocabulary_size:
+        raise ValueError(
+            f"`placeholder_id` must be an id of the vocabulary ({vocabulary_size} "
+            f"ids). Received: placeholder_id={placeholder_id}"
+        )
+
+
+def _head_layers(head: str, placeholder_id: int) -> dict:
+    """The layers of a head, by attribute name."""
+    if head == "aoa":
+        return {
+            "attention_over_attention": AttentionOverAttention(
+                name="attention_over_attention"
+            )
+        }
+    return {
+        "placeholder_mask": _PlaceholderMask(placeholder_id, name="placeholder_mask"),
+        "document_attention": DocumentAttention(name="document_attention"),
+    }
+
+
+def _document_scores(parts, head, d, q, document_mask, query_mask, query):
+    """The head's `s` `(batch, doc_len)` from the encodings `d` and `q`."""
+    if head == "aoa":
+        return parts.attention_over_attention(
+            d, q, document_mask=document_mask, query_mask=query_mask
+        )
+    return parts.document_attention(
+        d, q, document_mask=document_mask, query_mask=parts.placeholder_mask(query)
+    )
+
+
+def _scores_model(reader):
+    """A model (sharing the weights) from the reader's inputs to its `s`."""
+    layer = (
+        reader.attention_over_attention
+        if reader.head == "aoa"
+        else reader.document_attention
+    )
+    return keras.Model(reader.inputs, layer.output, name=f"{reader.name}_s")
 
 
 @register
@@ -37,18 +124,27 @@ class AoAReader(FunctionalModel):
     Shared word embeddings -> bidirectional GRU encodings of the document and the
     query -> `AttentionOverAttention` document scores `s` -> the sum of `s` over each
     candidate's positions in the document -> the most probable candidate. Id 0 is
-    padding everywhere. The parts are attributes: `token_embedding` (shared by the
-    document and the query), `document_encoder`, `query_encoder`,
-    `attention_over_attention`, `candidate_sum`.
+    padding everywhere. With `head="dot"` the scores are the Attention Sum Reader's
+    instead (`DocumentAttention`: the softmax over the document of each word's dot
+    product with the query's encoding at the placeholder), the same encoders
+    otherwise. The parts are attributes: `token_embedding` (shared by the document
+    and the query), `document_encoder`, `query_encoder`, the head's
+    `attention_over_attention` (or `placeholder_mask` and `document_attention`),
+    `candidate_sum`.
 
     Paper: "Attention-over-Attention Neural Networks for Reading Comprehension", Cui
-    et al., ACL 2017.
+    et al., ACL 2017; "Text Understanding with the Attention Sum Reader Network",
+    Kadlec et al., ACL 2016.
 
     Args:
         vocabulary_size: int. Number of token ids.
         embedding_dim: int. Embedding width. Defaults to 128.
         units: int. GRU units per direction. Defaults to 128.
         dropout: float. Dropout on the embeddings. Defaults to 0.1.
+        head: str. "aoa" (Attention-over-Attention) or "dot" (the Attention Sum
+            Reader's). Defaults to "aoa".
+        placeholder_id: int. The id of the query's blank, read by the "dot" head.
+            Defaults to 2 (`PLACEHOLDER` in `build_cloze_vocabulary`).
         name: str. Model name. Defaults to "aoa_reader".
 
     Call arguments:
@@ -70,6 +166,8 @@ class AoAReader(FunctionalModel):
     (TensorShape([2, 4]), TensorShape([2]))
     >>> reader.token_embedding.output_dim
     8
+    >>> AoAReader(30, embedding_dim=8, units=4, head="dot").document_attention.name
+    'document_attention'
     """
 
     def __init__(
@@ -78,6 +176,8 @@ class AoAReader(FunctionalModel):
         embedding_dim: int = 128,
         units: int = 128,
         dropout: float = 0.1,
+        head: str = "aoa",
+        placeholder_id: int = PLACEHOLDER_ID,
         name: str = "aoa_reader",
         **kwargs,
     ):
@@ -85,6 +185,7 @@ class AoAReader(FunctionalModel):
         for arg in ("vocabulary_size", "embedding_dim", "units"):
             check_positive_int(arg, locals()[arg])
         check_rate("dropout", dropout)
+        _check_head(head, placeholder_id, vocabulary_size)
         parts = Parts(
             document_mask=TokenMask(name="document_mask"),
             query_mask=TokenMask(name="query_mask"),
@@ -98,9 +199,7 @@ class AoAReader(FunctionalModel):
             query_encoder=keras.layers.Bidirectional(
                 keras.layers.GRU(units, return_sequences=True), name="query_encoder"
             ),
-            attention_over_attention=AttentionOverAttention(
-                name="attention_over_attention"
-            ),
+            **_head_layers(head, placeholder_id),
             candidate_sum=CandidateSum(name="probabilities"),
             predicted_label=PredictedLabel(name="label"),
         )
@@ -114,8 +213,8 @@ class AoAReader(FunctionalModel):
         q = parts.embedding_dropout(parts.token_embedding(query))
         d = parts.document_encoder(d, mask=document_mask)
         q = parts.query_encoder(q, mask=query_mask)
-        scores = parts.attention_over_attention(
-            d, q, document_mask=document_mask, query_mask=query_mask
+        scores = _document_scores(
+            parts, head, d, q, document_mask, query_mask, query
         )  # (batch, doc_len)
         probabilities = parts.candidate_sum(scores, document, candidates)
         self._init_functional(
@@ -127,15 +226,132 @@ class AoAReader(FunctionalModel):
             parts,
             arguments,
             name,
+            ("head", "placeholder_id"),
             **kwargs,
         )
 
     def scores_model(self):
         """A model (sharing the weights) from the same inputs to the document
-        scores `s` `(batch, doc_len)` of `AttentionOverAttention`."""
-        return keras.Model(
-            self.inputs, self.attention_over_attention.output, name=f"{self.name}_s"
+        scores `s` `(batch, doc_len)` of the head (`AttentionOverAttention` or
+        `DocumentAttention`)."""
+        return _scores_model(self)
+
+
+@register
+class BertClozeReader(FunctionalModel):
+    """A cloze reader on a (pretrained) `BertBackbone`: AoA or dot-product head.
+
+    The document and the query are each encoded by the one `backbone` (segment 0,
+    the same weights for both), and its `sequence_output`s go to the head:
+    `AttentionOverAttention` (`head="aoa"`, Cui et al. 2017) or the Attention Sum
+    Reader's `DocumentAttention` of the query's encoding at the placeholder
+    (`head="dot"`, Kadlec et al. 2016); `CandidateSum` then sums the document
+    scores `s` over each candidate's occurrences. The backbone reads the cloze
+    word ids: build it with `vocabulary_size=len(cloze_bert_vocabulary(vocab))`
+    (the placeholder's id is `[MASK]` there, so masked-LM pretraining on the
+    training documents teaches the encoder what the blank of a query is). A
+    `BertBackbone` takes fixed-length ids, so documents and queries are both
+    `(batch, backbone.sequence_length)` (`encode_cloze` with both lengths; 0 pads).
+
+    The backbone object is used as is (not copied) and travels in the config, so a
+    `.keras` file reloads both. The parts are attributes: `backbone`, the head's
+    `attention_over_attention` (or `placeholder_mask` and `document_attention`),
+    `candidate_sum`.
+
+    Args:
+        backbone: a `BertBackbone`.
+        head: str. "aoa" or "dot". Defaults to "aoa".
+        placeholder_id: int. The id of the query's blank, read by the "dot" head.
+            Defaults to 2 (`PLACEHOLDER` in `build_cloze_vocabulary`).
+        name: str. Defaults to "bert_cloze_reader".
+
+    Call arguments:
+        inputs: `{"document_ids": (batch, sequence_length), "query_ids": (batch,
+            sequence_length), "candidate_ids": (batch, candidates)}`, int32.
+
+    Returns:
+        `{"probabilities": (batch, candidates)` (the attention mass of each
+        candidate), `"label": (batch,)` (the index of the best candidate)`}`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import BertBackbone
+    >>> bert = BertBackbone(30, sequence_length=8, hidden_dim=8, num_layers=1,
+    ...                     num_heads=2)
+    >>> reader = BertClozeReader(bert, head="dot")
+    >>> out = reader({"document_ids": np.ones((2, 8), "int32"),
+    ...               "query_ids": np.array([[2, 5] + [0] * 6] * 2, "int32"),
+    ...               "candidate_ids": np.ones((2, 4), "int32")})
+    >>> out["probabilities"].shape, reader.backbone is bert
+    (TensorShape([2, 4]), True)
+    """
+
+    def __init__(
+        self,
+        backbone,
+        head: str = "aoa",
+        placeholder_id: int = PLACEHOLDER_ID,
+        name: str = "bert_cloze_reader",
+        **kwargs,
+    ):
+        if isinstance(backbone, dict):  # from a config
+            backbone = keras.saving.deserialize_keras_object(backbone)
+        check_backbone(backbone)
+        _check_head(head, placeholder_id, backbone.vocabulary_size)
+        arguments = {"head": head, "placeholder_id": placeholder_id}
+        parts = Parts(
+            backbone=backbone,
+            segment_ids=_SegmentIds(name="segment_ids"),
+            document_mask=TokenMask(name="document_mask"),
+            query_mask=TokenMask(name="query_mask"),
+            **_head_layers(head, placeholder_id),
+            candidate_sum=CandidateSum(name="probabilities"),
+            predicted_label=PredictedLabel(name="label"),
         )
+
+        length = backbone.sequence_length
+        document = keras.Input(shape=(length,), dtype="int32", name="document_ids")
+        query = keras.Input(shape=(length,), dtype="int32", name="query_ids")
+        candidates = keras.Input(shape=(None,), dtype="int32", name="candidate_ids")
+
+        def encode(ids):
+            inputs = {"token_ids": ids, "segment_ids": parts.segment_ids(ids)}
+            return backbone(inputs)["sequence_output"]  # (batch, length, hidden)
+
+        scores = _document_scores(
+            parts,
+            head,
+            encode(document),
+            encode(query),
+            parts.document_mask(document),
+            parts.query_mask(query),
+            query,
+        )  # (batch, length)
+        probabilities = parts.candidate_sum(scores, document, candidates)
+        self._init_functional(
+            {"document_ids": document, "query_ids": query, "candidate_ids": candidates},
+            {
+                "probabilities": probabilities,
+                "label": parts.predicted_label(probabilities),
+            },
+            parts,
+            arguments,
+            name,
+            tuple(arguments),
+            **kwargs,
+        )
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+        }
+
+    def scores_model(self):
+        """A model (sharing the weights) from the same inputs to the document
+        scores `s` `(batch, sequence_length)` of the head."""
+        return _scores_model(self)
 
 
 def build_aoa_reader(*args, **kwargs) -> AoAReader:
@@ -200,15 +416,19 @@ class AoAReaderResult:
         }
 
 
-def _dataset(features, answers, batch_size, shuffle, seed):
+def _dataset(features, answers, batch_size, shuffle, seed, trim=True):
     """Batches of questions of similar document length, trimmed to the longest
     real document and query of the batch rounded up to a multiple of 32 (the GRUs
-    run fewer steps, and the few distinct shapes keep retracing rare)."""
+    run fewer steps, and the few distinct shapes keep retracing rare); untrimmed
+    with `trim=False` (a `BertClozeReader` takes its fixed length)."""
     order = np.argsort((features["document_ids"] != 0).sum(axis=1), kind="stable")
     x = {k: v[order] for k, v in features.items()}
     ds = tf.data.Dataset.from_tensor_slices((x, answers[order])).batch(batch_size)
 
-    def trim(x, y):
+    def trimmed(x, y):
+        if not trim:
+            return x, {"probabilities": y}
+
         def longest(ids):
             real = tf.reduce_max(tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=1))
             return tf.minimum(-(-real // 32) * 32, tf.shape(ids)[1])
@@ -218,10 +438,21 @@ def _dataset(features, answers, batch_size, shuffle, seed):
         x["query_ids"] = x["query_ids"][:, : longest(x["query_ids"])]
         return x, {"probabilities": y}
 
-    ds = ds.map(trim).cache()
+    ds = ds.map(trimmed).cache()
     if shuffle:
         ds = ds.shuffle(len(answers) // batch_size + 1, seed=seed)
     return ds.prefetch(tf.data.AUTOTUNE), order
+
+
+def _check_lengths(questions, length, name):
+    """No document or query longer than the backbone reads (truncating one could
+    cut its answer out)."""
+    longest = max(max(len(q.document), len(q.query)) for q in questions)
+    if longest > length:
+        raise ValueError(
+            f"`{name}` must fit the backbone's sequence_length ({length} tokens). "
+            f"Received: a document or query of {longest} tokens"
+        )
 
 
 def fit_aoa_reader(
@@ -237,38 +468,63 @@ def fit_aoa_reader(
     clipnorm: float | None = 5.0,
     seed: int = 0,
     verbose: int = 0,
+    head: str = "aoa",
+    model=None,
 ) -> AoAReaderResult:
-    """Trains an `AoAReader` on cloze questions and reports test accuracy.
+    """Trains a cloze reader on cloze questions and reports test accuracy.
 
-    The loss is `candidate_crossentropy` on the `probabilities` output (Adam,
-    gradient norm clipped at `clipnorm` as in Cui et al. 2017). The reader predicts
-    the candidate with the most attention mass; its test accuracy is reported
-    beside the most-frequent-candidate baseline and chance on the same questions.
+    The reader is `model` when given (an `AoAReader` or a `BertClozeReader`, e.g.
+    on a pretrained backbone), otherwise a new `AoAReader` of `embedding_dim`,
+    `units`, `dropout` and `head`. The loss is `candidate_crossentropy` on the
+    `probabilities` output (Adam, gradient norm clipped at `clipnorm` as in Cui et
+    al. 2017). The reader predicts the candidate with the most attention mass; its
+    test accuracy is reported beside the most-frequent-candidate baseline and
+    chance on the same questions.
 
     Args:
         train_questions, test_questions: lists of `ClozeQuestion` (make the test
             questions from held-out documents, with `vocabulary=vocabulary`).
         vocabulary: list of str from `build_cloze_vocabulary` on training documents.
         epochs, batch_size, learning_rate, clipnorm: training settings.
-        embedding_dim, units, dropout: passed to `build_aoa_reader`.
+        embedding_dim, units, dropout, head: passed to `build_aoa_reader` (unused
+            with `model`).
         seed: int. Random seed. Defaults to 0.
         verbose: Keras verbosity. Defaults to 0.
+        model: optional reader to train. A `BertClozeReader` reads documents and
+            queries padded to its backbone's `sequence_length`; a longer one raises
+            ValueError. Defaults to None.
 
     Returns:
         An `AoAReaderResult`.
     """
     check_positive_int("epochs", epochs)
     check_positive_int("batch_size", batch_size)
+    if model is not None and not isinstance(model, (AoAReader, BertClozeReader)):
+        raise ValueError(
+            "`model` must be an AoAReader or a BertClozeReader. Received: "
+            f"model={type(model).__name__}"
+        )
     keras.utils.set_random_seed(seed)
     start = time.perf_counter()
     vocabulary = list(vocabulary)
-    train_x, train_y = encode_cloze(train_questions, vocabulary)
-    test_x, test_y = encode_cloze(test_questions, vocabulary)
-    train_ds, _ = _dataset(train_x, train_y, batch_size, True, seed)
-    test_ds, test_order = _dataset(test_x, test_y, batch_size, False, seed)
-    model = build_aoa_reader(
-        len(vocabulary), embedding_dim=embedding_dim, units=units, dropout=dropout
-    )
+    length = None
+    if isinstance(model, BertClozeReader):
+        length = model.backbone.sequence_length
+        _check_lengths(train_questions, length, "train_questions")
+        _check_lengths(test_questions, length, "test_questions")
+    train_x, train_y = encode_cloze(train_questions, vocabulary, length, length)
+    test_x, test_y = encode_cloze(test_questions, vocabulary, length, length)
+    trim = length is None
+    train_ds, _ = _dataset(train_x, train_y, batch_size, True, seed, trim)
+    test_ds, test_order = _dataset(test_x, test_y, batch_size, False, seed, trim)
+    if model is None:
+        model = build_aoa_reader(
+            len(vocabulary),
+            embedding_dim=embedding_dim,
+            units=units,
+            dropout=dropout,
+            head=head,
+        )
     optimizer = keras.optimizers.Adam(learning_rate, clipnorm=clipnorm)
     model.compile(optimizer=optimizer, loss={"probabilities": candidate_crossentropy})
     history = model.fit(train_ds, epochs=epochs, verbose=verbose)

@@ -1,5 +1,5 @@
 """The text models and what they share: HAN, the Transformer and BERT classifiers,
-the BERT encoder and the AoA reader (each in its own module, gathered here), the
+the BERT encoder and the cloze readers (each in its own module, gathered here), the
 compile helper, and the raw-string serving model.
 
 Every classifier takes token ids (what `keras_attn.text` tokenizers produce in
@@ -16,7 +16,12 @@ from __future__ import annotations
 from keras_attn._validation import check_finite
 from keras_attn.backend import keras
 from keras_attn.layers.text import PredictedLabel
-from keras_attn.models.aoa import AoAReader, build_aoa_reader
+from keras_attn.models.aoa import (
+    READER_HEADS,
+    AoAReader,
+    BertClozeReader,
+    build_aoa_reader,
+)
 from keras_attn.models.bert import (
     BertBackbone,
     BertClassifier,
@@ -39,11 +44,13 @@ from keras_attn.models.transformer_classifier import (
 )
 
 __all__ = [
+    "READER_HEADS",
     "TRANSFORMER_POOLINGS",
     "WORD_ENCODERS",
     "AoAReader",
     "BertBackbone",
     "BertClassifier",
+    "BertClozeReader",
     "HANClassifier",
     "TransformerClassifier",
     "bert_checkpoint_map",

@@ -6,6 +6,7 @@ Imports no layer and no model (`keras_attn.models` holds the text models and
 """
 
 from keras_attn.text.cloze import (
+    cloze_bert_vocabulary,
     encode_cloze,
     make_cloze_questions,
     most_frequent_candidate,
@@ -41,6 +42,7 @@ __all__ = [
     "SentenceTokenizer",
     "Tokenizer",
     "build_vocabulary",
+    "cloze_bert_vocabulary",
     "encode_cloze",
     "load_ag_news",
     "load_chnsenticorp_htl",

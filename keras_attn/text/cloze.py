@@ -22,7 +22,10 @@ words of that document, shuffled.
 `most_frequent_candidate` is the baseline (the candidate that occurs most often in
 the document), and `encode_cloze` gives the padded arrays of the AoA reader
 (`keras_attn.models.AoAReader`; `keras_attn.models.fit_aoa_reader` trains it and
-reports test accuracy beside both baselines).
+reports test accuracy beside both baselines). `cloze_bert_vocabulary` makes the
+cloze vocabulary a word-level BERT vocabulary, so that a `BertBackbone` reads the
+same ids (`keras_attn.models.BertClozeReader`) after masked-LM pretraining on the
+training documents (`keras_attn.text.pretraining_dataset` with a word `Tokenizer`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,15 @@ import numpy as np
 
 from keras_attn._validation import check_int, check_positive_int
 from keras_attn.backend import tf
-from keras_attn.text.tokenizers import PAD, UNK, split_sentences, split_words
+from keras_attn.text.tokenizers import (
+    CLS,
+    MASK,
+    PAD,
+    SEP,
+    UNK,
+    split_sentences,
+    split_words,
+)
 
 __all__ = [
     "PLACEHOLDER",
@@ -43,6 +54,7 @@ __all__ = [
     "ClozeQuestion",
     "build_cloze_vocabulary",
     "cloze_accuracy",
+    "cloze_bert_vocabulary",
     "encode_cloze",
     "make_cloze_questions",
     "most_frequent_candidate",
@@ -173,6 +185,38 @@ def build_cloze_vocabulary(
     if max_tokens is not None:
         ranked = ranked[: max_tokens - 3]
     return [PAD, UNK, PLACEHOLDER, *ranked]
+
+
+def cloze_bert_vocabulary(vocabulary: Sequence[str]) -> list[str]:
+    """A cloze vocabulary as a word-level BERT vocabulary with the same ids.
+
+    `PLACEHOLDER` becomes `[MASK]` at its id, and `[CLS]` and `[SEP]` come after the
+    words, so `encode_cloze` ids are unchanged: a `Tokenizer(method="word")` on
+    this vocabulary feeds `pretraining_dataset` (masked LM on the training
+    documents), and the blank of a query is then the token that masked-LM
+    pretraining taught the encoder to fill in. (No text holds either name:
+    `split_words` splits "@" and brackets off as punctuation.)
+
+    Args:
+        vocabulary: list of str from `build_cloze_vocabulary`.
+
+    Returns:
+        list of str, two longer.
+
+    Example:
+
+    >>> cloze_bert_vocabulary(["[PAD]", "[UNK]", PLACEHOLDER, "cat"])
+    ['[PAD]', '[UNK]', '[MASK]', 'cat', '[CLS]', '[SEP]']
+    """
+    vocabulary = list(vocabulary)
+    clashes = sorted({CLS, SEP, MASK} & set(vocabulary))
+    if PLACEHOLDER not in vocabulary or clashes:
+        raise ValueError(
+            f"`vocabulary` must hold {PLACEHOLDER} and none of {CLS}, {SEP}, "
+            f"{MASK} (a `build_cloze_vocabulary` list). Received: a vocabulary "
+            + (f"holding {clashes}" if clashes else f"without {PLACEHOLDER}")
+        )
+    return [MASK if w == PLACEHOLDER else w for w in vocabulary] + [CLS, SEP]
 
 
 def _context(sentences, index, max_sentences, max_tokens):
