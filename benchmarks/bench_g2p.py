@@ -16,7 +16,7 @@ words (for choosing settings); the test words are scored only for the reported r
 
     python -m benchmarks.bench_g2p [--attention luong bahdanau none] [--epochs 10]
         [--minutes 60] [--max-words N] [--beam-width 4] [--part validation|test]
-        [--jit-compile] [--no-write]
+        [--jit-compile] [--threads N] [--section NAME] [--no-write]
 
 Published for scale on CMUdict's usual split: LSTM encoder-decoders reach 5-8% PER
 and 22-29% WER (Yao & Zweig 2015), attention models the lower end (Toshniwal &
@@ -248,6 +248,7 @@ def _table(results, args) -> str:
         f"at most {args.epochs} epochs and {args.minutes:g} training minutes per "
         "model (stopped at the first batch past them; epochs counted in batches)"
         f"{', XLA' * args.jit_compile}"
+        f"{f', {args.threads} TensorFlow thread(s)' if args.threads else ''}"
         f"; beam width {args.beam_width}, GNMT length penalty {args.length_penalty}. "
         "PER / WER with 95% bootstrap intervals over words; none = no attention "
         "(the control). The models are bounded by wall time, one after the other, "
@@ -296,7 +297,24 @@ def main(argv=None) -> None:
     parser.add_argument("--part", choices=["validation", "test"], default="test")
     parser.add_argument("--jit-compile", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="TensorFlow's intra- and inter-op threads (e.g. 1 for two runs side "
+        "by side on a 2-core machine); default: TensorFlow's",
+    )
+    parser.add_argument(
+        "--section",
+        default="bench_g2p",
+        help="RESULTS.md section to write (one per run of runs side by side)",
+    )
     args = parser.parse_args(argv)
+    if args.threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     results = run(args)
     table = _table(results, args)
     print(table)
@@ -306,7 +324,7 @@ def main(argv=None) -> None:
         command = "python -m benchmarks.bench_g2p " + " ".join(
             a for a in (argv if argv is not None else sys.argv[1:])
         )
-        write_section("bench_g2p", table, command.strip())
+        write_section(args.section, table, command.strip())
 
 
 if __name__ == "__main__":

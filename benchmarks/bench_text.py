@@ -74,8 +74,6 @@ LABELS = {
     "han_deep": "HAN, wide=False",
     "transformer": "Transformer + wide (default)",
     "transformer_deep": "Transformer, wide=False",
-    # Measured before WIDE_DEFAULTS (scale 1, no n-gram dropout); not rerun.
-    "han_wide_v0": "HAN + wide v0 (scale 1, dropout 0)",
 }
 
 
@@ -160,7 +158,9 @@ def neural(
     settings = {k: v for k, v in clf.settings.items() if k != "wide"}
     if clf.settings.get("wide"):
         wide = clf.settings["wide"]
-        settings["wide"] = {k: wide[k] for k in ("max_ngrams", "scale", "dropout")}
+        keep = ("max_ngrams", "term_weighting", "idf", "nb_ratio")
+        settings["wide"] = {k: wide[k] for k in keep if k in wide}
+    parts = _part_accuracies(clf, xte, yte) if "wide_weight" in clf.settings else {}
     result = {
         "correct": correct,
         "n": len(yte),
@@ -169,10 +169,30 @@ def neural(
         "epochs": len(history),
         "best_epoch": int(np.argmax(history)) + 1 if history else None,
         "settings": settings,
+        **parts,
     }
     if hits:
         result["hits"] = right.astype(int).tolist()
     return result
+
+
+def _part_accuracies(clf, xte, yte) -> dict:
+    """Test accuracy of each part of a wide-and-deep ensemble alone (a part whose
+    mixing weight is 0 has none: its folded logits are zeros)."""
+    from keras_attn.models.classifier_head import deep_part_model, wide_part_model
+    from keras_attn.models.text_classifier import _model_inputs, _predict
+
+    inputs = _model_inputs(clf.tokenizer, clf.model.wide, xte)
+    y = np.array([clf.class_names.index(str(v)) for v in yte])
+    out = {}
+    alpha = clf.settings["wide_weight"]
+    if alpha > 0:
+        p = _predict(wide_part_model(clf.model), inputs["ngram_ids"])
+        out["wide_correct"] = int(np.sum(p.argmax(-1) == y))
+    if alpha < 1:
+        p = _predict(deep_part_model(clf.model), inputs["token_ids"])
+        out["deep_correct"] = int(np.sum(p.argmax(-1) == y))
+    return out
 
 
 def paired_difference(a, b, z: float = 1.959964) -> tuple[float, float, float, float]:
@@ -329,8 +349,6 @@ def select_wide_training(names, modes, verbose=0) -> str:
     fitting part and scored on the inner 20 %: how the default mode was chosen.
     The test part is not read."""
     from keras_attn.models import fit_text_classifier
-    from keras_attn.models.classifier_head import deep_part_model, wide_part_model
-    from keras_attn.models.text_classifier import _model_inputs, _predict
     from keras_attn.text import stratified_split
 
     rows = [
@@ -352,21 +370,17 @@ def select_wide_training(names, modes, verbose=0) -> str:
             start = time.perf_counter()
             clf = fit_text_classifier(xa, ya, verbose=verbose, **extra)
             seconds = time.perf_counter() - start
-            y = np.array([clf.class_names.index(str(v)) for v in yb])
             correct = int(
                 np.sum(np.array(clf.predict(xb)) == np.array([str(v) for v in yb]))
             )
             s = clf.settings
             parts = ["", ""]
             if mode == "ensemble":
-                inputs = _model_inputs(clf.tokenizer, clf.model.wide, xb)
-                # Folded weights: a part with weight 0 has no accuracy of its own.
-                if s["wide_weight"] > 0:
-                    p = _predict(wide_part_model(clf.model), inputs["ngram_ids"])
-                    parts[0] = f"{np.mean(p.argmax(-1) == y):.3f}"
-                if s["wide_weight"] < 1:
-                    p = _predict(deep_part_model(clf.model), inputs["token_ids"])
-                    parts[1] = f"{np.mean(p.argmax(-1) == y):.3f}"
+                alone = _part_accuracies(clf, xb, yb)
+                parts = [
+                    f"{alone[k] / len(yb):.3f}" if k in alone else ""
+                    for k in ("wide_correct", "deep_correct")
+                ]
             carve = (
                 " / ".join(
                     "-" if s.get(k) is None else f"{s[k]:.3f}"
@@ -405,6 +419,13 @@ def _cell(r) -> str:
     cell = f"{r['correct'] / r['n']:.3f} [{low:.3f}, {high:.3f}], {r['seconds']:.0f} s"
     if r.get("best_epoch"):
         cell += f" (best epoch {r['best_epoch']} of {r['epochs']})"
+    alone = [
+        f"{part} alone {r[key] / r['n']:.3f}"
+        for part, key in (("wide", "wide_correct"), ("deep", "deep_correct"))
+        if key in r
+    ]
+    if alone:
+        cell += "; " + ", ".join(alone)
     return cell
 
 
