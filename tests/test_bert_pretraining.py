@@ -20,7 +20,11 @@ from keras_attn.models.text import (
     compile_text_classifier,
 )
 from keras_attn.text import Tokenizer, build_vocabulary, load_review_sample
-from keras_attn.text.pretraining import mask_tokens, pretraining_dataset
+from keras_attn.text.pretraining import (
+    mask_tokens,
+    pack_document_windows,
+    pretraining_dataset,
+)
 
 V, MASK_ID, SPECIAL = 1000, 4, (1, 2, 3)  # [PAD]=0, [CLS]/[SEP]/[UNK]-like ids
 
@@ -297,6 +301,68 @@ def test_dataset_rejects_bad_corpus_and_vocabulary():
     plain = Tokenizer(["[PAD]", "[UNK]", "a"], method="word")
     with pytest.raises(ValueError, match="MASK"):
         pretraining_dataset(docs, plain)
+
+
+# --- single-segment windows (MLM only) ---------------------------------------
+
+
+def test_document_windows_cover_each_document_once_in_order():
+    docs, _, tokenizer = _toy_corpus(num_docs=7, words=[0, 5, 2], seed=2)
+    docs = docs + [""]  # an empty document gives no window
+    length = 9
+    out = pack_document_windows(docs, tokenizer, length)
+    token_ids, segment_ids = out["token_ids"].numpy(), out["segment_ids"].numpy()
+    assert token_ids.shape[1] == length and not segment_ids.any()
+    assert out["is_next"].numpy().tolist() == [1] * len(token_ids)
+    cls, sep = tokenizer.token_id("[CLS]"), tokenizer.token_id("[SEP]")
+    rows = iter(token_ids.tolist())
+    for doc in docs:
+        words = doc.split()
+        expected = [tokenizer.vocabulary.index(w) for w in words]
+        # The document's windows, in order, give back its tokens, each once.
+        got = []
+        while len(got) < len(expected):
+            row = [i for i in next(rows) if i]
+            assert row[0] == cls and row[-1] == sep and len(row) <= length
+            assert len(row) - 2 == min(length - 2, len(expected) - len(got))
+            got += row[1:-1]
+        assert got == expected
+    assert next(rows, None) is None
+    # The first window of a document is what the classifier's tokenizer gives.
+    wordpiece = Tokenizer("bert-base-uncased", sequence_length=6)
+    text = ["A wonderful, moving film. I loved every minute!"]
+    first = pack_document_windows(text, wordpiece, 6)["token_ids"][:1]
+    np.testing.assert_array_equal(first, wordpiece(tf.constant(text)))
+
+
+def test_mlm_only_dataset_masks_the_windows():
+    docs, _, tokenizer = _toy_corpus(num_docs=10, words=[3, 1], seed=3)
+    kwargs = {"sequence_length": 10, "batch_size": 4, "max_predictions": 3}
+    windows = pack_document_windows(docs, tokenizer, 10)["token_ids"].numpy()
+    plain = list(
+        pretraining_dataset(
+            docs, tokenizer, sentence_pairs=False, mask_rate=0.0, **kwargs
+        )
+    )
+    ids = np.concatenate([x["token_ids"].numpy() for x, _ in plain])
+    # The same windows (shuffled), one segment each, no NSP.
+    assert sorted(map(tuple, ids)) == sorted(map(tuple, windows))
+    for x, y in plain:
+        assert not x["segment_ids"].numpy().any()
+        assert y["nsp"].numpy().all()
+    # The same seed: the same windows in the same order, now masked.
+    masked = pretraining_dataset(docs, tokenizer, sentence_pairs=False, **kwargs)
+    for (clean, _), (x, y) in zip(plain, masked):
+        labels, positions = y["mlm"].numpy(), x["masked_positions"].numpy()
+        restored = x["token_ids"].numpy().copy()
+        assert (labels != 0).any(axis=1).all()  # every window has a target
+        for row in range(len(restored)):
+            used = labels[row] != 0
+            restored[row, positions[row][used]] = labels[row][used]
+        # The targets are the window's own tokens at their positions.
+        np.testing.assert_array_equal(restored, clean["token_ids"].numpy())
+    with pytest.raises(ValueError, match="sentence_pairs"):
+        pretraining_dataset(docs, tokenizer, sentence_pairs="no")
 
 
 # --- model -------------------------------------------------------------------

@@ -183,6 +183,12 @@ def train_text(args: argparse.Namespace) -> int:
     from keras_attn.models import fit_text_classifier
     from keras_attn.serving import export
 
+    if args.pretrain_epochs and args.model != "bert":
+        raise SystemExit(
+            f"--pretrain-epochs needs --model bert (received --model {args.model})"
+        )
+    if args.pretrain_steps is not None and not args.pretrain_epochs:
+        raise SystemExit("--pretrain-steps needs --pretrain-epochs")
     texts, labels = read_text_file(args.data, args.text_column, args.label_column)
     print(
         f"{args.data}: {len(texts)} documents ({args.validation_split:.0%} of them, "
@@ -221,6 +227,8 @@ def train_text(args: argparse.Namespace) -> int:
         tpu=args.tpu,
         backup_dir=args.backup_dir,
         checkpoint_dir=args.checkpoint_dir,
+        pretrain_epochs=args.pretrain_epochs,
+        pretrain_steps=args.pretrain_steps,
         **kwargs,
     )
     print(f"settings: {clf.settings}")
@@ -332,7 +340,9 @@ def _add_text(kinds) -> None:
         choices=["han", "transformer", "bert"],
         default="han",
         help="han: hierarchical attention (bi-GRU); transformer: encoder over words; "
-        "bert: BERT-style encoder over WordPiece, trained from scratch",
+        "bert: a BERT encoder over WordPiece, trained from scratch or, with "
+        "--pretrain-epochs, pretrained with masked LM on the training documents "
+        "first",
     )
     p.add_argument(
         "--vocab",
@@ -365,9 +375,22 @@ def _add_text(kinds) -> None:
         "--embedding-dim", type=int, help="embedding (HAN) or model width" + widths
     )
     p.add_argument("--units", type=int, help="HAN GRU units" + widths)
-    p.add_argument("--num-layers", type=int, help="Transformer layers" + widths)
-    p.add_argument("--num-heads", type=int, help="Transformer heads" + widths)
+    p.add_argument("--num-layers", type=int, help="Transformer/BERT layers" + widths)
+    p.add_argument("--num-heads", type=int, help="Transformer/BERT heads" + widths)
     p.add_argument("--epochs", type=int, default=20, help="most training epochs")
+    p.add_argument(
+        "--pretrain-epochs",
+        type=int,
+        default=0,
+        help="bert: masked-LM pretraining epochs on the training documents (not "
+        "the validation split) before fine-tuning",
+    )
+    p.add_argument(
+        "--pretrain-steps",
+        type=int,
+        help="batches a pretraining epoch (default: one pass over the training "
+        "documents)",
+    )
     p.add_argument("--batch-size", type=int, default=32, help="batch size")
     p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate")
     p.add_argument(

@@ -1,6 +1,7 @@
-"""The text models' glue layers: token masks, masked sequence pooling, a layer per
-sentence, the predicted label, the AoA reader's candidate sum, and the wide (linear,
-hashed n-gram) part of the wide-and-deep classifiers.
+"""The text models' glue layers: token masks, the segment ids of one segment, masked
+sequence pooling, a layer per sentence, the predicted label, the AoA reader's
+candidate sum, and the wide (linear, hashed n-gram) part of the wide-and-deep
+classifiers.
 
 They are importable from this module (`keras_attn.layers.text`), not from
 `keras_attn.layers`, whose `__all__` lists the attention layers themselves.
@@ -31,6 +32,7 @@ __all__ = [
     "NgramLinear",
     "PerSentence",
     "PredictedLabel",
+    "SegmentIds",
     "SequencePooling",
     "TokenMask",
 ]
@@ -194,6 +196,41 @@ class TokenMask(Layer):
 
     def get_config(self):
         return {**super().get_config(), "reduce_last": self.reduce_last}
+
+
+@register
+class SegmentIds(Layer):
+    """The segment ids of single-segment inputs: int32 zeros shaped like the ids.
+
+    A `BertClassifier` takes `{"token_ids", "segment_ids"}`; a document is one
+    segment (id 0), so its raw-string serving model makes the segment ids from the
+    token ids inside the graph with this layer.
+
+    Call arguments:
+        inputs: integer token ids `(batch, sequence_length)`.
+
+    Returns:
+        int32 zeros `(batch, sequence_length)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> SegmentIds()(np.array([[101, 7592, 102, 0]], "int32")).numpy()
+    array([[0, 0, 0, 0]], dtype=int32)
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return tf.zeros_like(inputs, dtype=tf.int32)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(inputs.shape, "int32")
 
 
 @register

@@ -407,5 +407,6 @@ def fit_bert_pretrainer(
         steps_per_epoch=steps_per_epoch,
         validation_data=validation_data,
         callbacks=distribute.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
+        shuffle=False,  # the pipeline shuffles (Keras 3 warns otherwise)
         verbose=verbose,
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from keras_attn._validation import check_finite
 from keras_attn.backend import keras
-from keras_attn.layers.text import PredictedLabel
+from keras_attn.layers.text import PredictedLabel, SegmentIds
 from keras_attn.models.aoa import (
     READER_HEADS,
     AoAReader,
@@ -90,14 +90,16 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
     With a wide part (`wide=...`), the `HashedNgrams` layer its `NgramLinear`
     records (`NgramLinear.hasher()`) computes the `ngram_ids` from the same strings
     inside the graph: the hashing of training (in `tf.data`) and of serving is one
-    layer.
+    layer. A `BertClassifier` gets each document as one segment: `segment_ids` of
+    zeros (`SegmentIds`) beside the token ids.
 
     Args:
         classifier: a model from `build_han_classifier` or
             `build_transformer_classifier` (input `token_ids`, and `ngram_ids` with
-            a wide part).
+            a wide part), or a `BertClassifier` (`token_ids`, `segment_ids`).
         tokenizer: the `keras_attn.text` tokenizer layer used for training
-            (`SentenceTokenizer` for HAN, `Tokenizer` for the Transformer).
+            (`SentenceTokenizer` for HAN, `Tokenizer` for the Transformer and
+            BERT).
         class_names: optional list of str: `label` gives names instead of indices.
         name: str. Model name. Defaults to the classifier's name + "_serving".
 
@@ -110,6 +112,8 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
     wide = wide_layer(classifier)
     if wide is not None:
         ids = {"token_ids": ids, "ngram_ids": wide.hasher()(text)}
+    elif isinstance(classifier, BertClassifier):
+        ids = {"token_ids": ids, "segment_ids": SegmentIds(name="segments")(ids)}
     probabilities = classifier(ids)["probabilities"]
     probabilities = keras.layers.Activation("linear", name="probabilities")(
         probabilities

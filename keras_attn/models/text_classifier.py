@@ -11,9 +11,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from keras_attn import distribute
-from keras_attn._validation import check_choice
+from keras_attn._validation import check_choice, check_int
 from keras_attn.backend import keras, tf
 from keras_attn.layers.text import HashedNgrams
+from keras_attn.models.bert import BertBackbone, BertClassifier
+from keras_attn.models.bert_pretraining import (
+    BertPretrainer,
+    compile_bert_pretrainer,
+    fit_bert_pretrainer,
+)
 from keras_attn.models.classifier_head import deep_part_model, wide_part_model
 from keras_attn.models.han import build_han_classifier
 from keras_attn.models.text import (
@@ -28,6 +34,7 @@ from keras_attn.precision import (
     resolve_jit_compile,
 )
 from keras_attn.text.datasets import stratified_split
+from keras_attn.text.pretraining import pretraining_dataset
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
     Tokenizer,
@@ -59,6 +66,10 @@ LIMIT_CAPS = {
     "han_tokens": 1024,
     "sequence_length": 512,
     "max_ngrams": 4096,
+    # "bert" (WordPiece, [CLS] and [SEP] included): a training step of MODEL_DEFAULTS
+    # ["bert"] at 512 tokens took 5-7x one at 256 on 2 CPU cores (3.8 s vs 0.55-0.76
+    # s, batches of 32).
+    "bert_tokens": 256,
 }
 
 
@@ -84,13 +95,16 @@ class TextClassifier:
         return build_text_serving_model(self.model, self.tokenizer, self.class_names)
 
     def model_inputs(self, texts):
-        """The model's inputs for raw strings: token ids, and n-gram ids when wide.
+        """The model's inputs for raw strings: token ids, and n-gram ids when wide
+        (a BertClassifier: token ids and segment ids of zeros).
 
         These are what training fed the model (and what `han_attention_model` of
         it takes).
         """
         texts = tf.constant(list(texts))
         ids = self.tokenizer(texts)
+        if isinstance(self.model, BertClassifier):
+            return {"token_ids": ids, "segment_ids": tf.zeros_like(ids)}
         wide = wide_layer(self.model)
         if wide is None:
             return ids
@@ -139,7 +153,11 @@ MODEL_DEFAULTS = {
         "dropout": 0.3,
         "pooling": "attention",
     },
-    "bert": {},
+    # A `BertBackbone` (and the `BertClassifier` head's dropout): at 256 tokens a
+    # fine-tuning epoch of review_polarity's 1,152 fitting reviews took ~30 s (the
+    # first 49 s), a masked-LM pass over their text ~6 min (138 batches, 2.5-3 s
+    # each, measured on 20), on 2 CPU cores shared with another job.
+    "bert": {"hidden_dim": 128, "num_layers": 2, "num_heads": 2, "dropout": 0.1},
 }
 
 
@@ -317,14 +335,32 @@ def fit_text_classifier(
     checkpoint_dir=None,
     mixed_precision: str = "float32",
     jit_compile: bool | str | None = "auto",
+    pretrain_epochs: int = 0,
+    pretrain_steps: int | None = None,
     **model_kwargs,
 ) -> TextClassifier:
     """Tokenizes, builds and trains a HAN, Transformer or BERT-style classifier.
 
     HAN uses a word vocabulary built from `texts` (or `vocabulary`, e.g.
     "bert-base-uncased" for WordPiece). The Transformer uses words the same way over
-    the flat sequence; "bert" is a BERT-style encoder (WordPiece with a BERT vocab,
-    learned positions, `[CLS]` pooling, GELU) trained from scratch.
+    the flat sequence; "bert" is a `BertClassifier` on a `BertBackbone` (WordPiece
+    with the "bert-base-uncased" vocabulary by default, each document one segment:
+    `[CLS] tokens [SEP]`, segment ids 0), trained from scratch, or with
+    `pretrain_epochs` first pretrained on the training documents.
+
+    In-domain pretraining ("bert", `pretrain_epochs` > 0): before fine-tuning, the
+    encoder is trained with masked LM on the *training* documents only (never
+    `validation_texts`, never the part carved off for early stopping):
+    `pretraining_dataset(..., sentence_pairs=False)`, each document's whole text in
+    `[CLS] window [SEP]` windows of the classifier's length, 15% of the tokens
+    masked afresh on every pass; no NSP (a document is one segment, as the
+    classifier reads it, and RoBERTa found MLM alone as good). A pretraining epoch
+    is `pretrain_steps` batches, by default one pass over the windows; Adam at
+    `learning_rate`, warmed up linearly over the first 10% of the steps. The MLM
+    head is then dropped and the classifier fine-tunes the same encoder object.
+    `result.settings["pretraining"]` holds the last epoch's MLM loss and accuracy,
+    the steps and the seconds. With `backup_dir`, a restarted run pretrains again
+    (seeded) before its fine-tuning is restored.
 
     Defaults fit the data: limits left as None come from `corpus_limits` (the 95th
     percentile of the training documents, capped by `LIMIT_CAPS`); model widths not
@@ -367,13 +403,16 @@ def fit_text_classifier(
         max_tokens, min_count: vocabulary limits when building one (None: from the
             corpus size, see above).
         max_sentences, max_words: HAN's limits (None: from the corpus).
-        sequence_length: the Transformer's limit (None: from the corpus).
+        sequence_length: the Transformer's and "bert"'s limit in words or pieces
+            (None: from the corpus; "bert" then reads at most
+            `LIMIT_CAPS["bert_tokens"]` pieces, `[CLS]` and `[SEP]` included).
         patience: early-stopping patience on validation accuracy, or None (no
             validation, no early stopping). Defaults to 5.
         verbose: Keras verbosity. Defaults to 0.
         seed: random seed (weights, shuffling, the validation carve). Defaults to 0.
         wide: bool, dict or None. The wide part (see `build_han_classifier`); None
-            is True for "han" and "transformer", False for "bert". A dict gives
+            is True for "han" and "transformer", False for "bert" (which has none:
+            True raises). A dict gives
             `NgramLinear` arguments over `WIDE_DEFAULTS`; its `max_ngrams` defaults
             to the corpus's.
         wide_training: str. "ensemble", "residual" or "joint" (see above).
@@ -398,11 +437,17 @@ def fit_text_classifier(
         jit_compile: bool, or "auto" / None: Keras' own default, except no XLA
             for "mixed_bfloat16" on a machine without GPU or TPU (see
             `keras_attn.precision`). Defaults to "auto".
-        **model_kwargs: passed to the model builder (over `MODEL_DEFAULTS`).
+        pretrain_epochs: int >= 0. Masked-LM pretraining epochs of the "bert"
+            encoder before fine-tuning (see above). Defaults to 0 (none).
+        pretrain_steps: int or None. Batches of a pretraining epoch (None: one pass
+            over the training documents' windows).
+        **model_kwargs: passed to the model builder (over `MODEL_DEFAULTS`); for
+            "bert", `BertBackbone`'s arguments (its `dropout` is the head's too).
 
     Returns:
         A `TextClassifier`; its `settings` hold what the defaults resolved to and,
-        with a wide part, each part's validation accuracy and the mix.
+        with a wide part, each part's validation accuracy and the mix; for "bert",
+        `pretraining` (None without it).
 
     Example:
 
@@ -416,6 +461,23 @@ def fit_text_classifier(
     check_choice("model", model, MODELS)
     check_choice("wide_training", wide_training, WIDE_TRAININGS)
     check_mixed_precision(mixed_precision)
+    check_int("pretrain_epochs", pretrain_epochs, minimum=0)
+    check_int("pretrain_steps", pretrain_steps, minimum=1, allow_none=True)
+    if pretrain_epochs and model != "bert":
+        raise ValueError(
+            "`pretrain_epochs` needs model='bert' (it pretrains the BERT encoder). "
+            f"Received: pretrain_epochs={pretrain_epochs}, model={model!r}"
+        )
+    if pretrain_steps is not None and not pretrain_epochs:
+        raise ValueError(
+            "`pretrain_steps` needs `pretrain_epochs` > 0. Received: "
+            f"pretrain_steps={pretrain_steps}, pretrain_epochs={pretrain_epochs}"
+        )
+    if model == "bert" and wide not in (None, False):
+        raise ValueError(
+            "`wide` must be None or False for model='bert' (a BertClassifier has "
+            f"no wide part). Received: wide={wide!r}"
+        )
     jit_compile = resolve_jit_compile(jit_compile, mixed_precision, default=None)
     _check_pairs("texts", texts, "labels", labels)
     if validation_texts is not None or validation_labels is not None:
@@ -458,6 +520,7 @@ def fit_text_classifier(
 
     # Limits from the training part of the corpus (what the model will read).
     limits = corpus_limits(texts, percentile)
+    length_given = sequence_length is not None
     max_sentences = max_sentences or limits["max_sentences"]
     max_words = max_words or limits["max_words"]
     sequence_length = sequence_length or limits["sequence_length"]
@@ -487,6 +550,8 @@ def fit_text_classifier(
         method = "wordpiece"
         if model != "han":
             sequence_length = min(sequence_length + 2, LIMIT_CAPS["sequence_length"])
+        if model == "bert" and not length_given:
+            sequence_length = min(sequence_length, LIMIT_CAPS["bert_tokens"])
     # The tokenizer runs on the host (tf.data, serving): outside the scope.
     if model == "han":
         tokenizer = SentenceTokenizer(
@@ -496,14 +561,8 @@ def fit_text_classifier(
         tokenizer = Tokenizer(
             vocabulary, sequence_length=sequence_length, method=method
         )
-    if model == "bert":
-        model_kwargs = {
-            "positions": "learned",
-            "pooling": "cls",
-            "activation": "gelu",
-            **model_kwargs,
-        }
     compile_kwargs = {} if jit_compile is None else {"jit_compile": jit_compile}
+    pretrainer = None
     # The model's and the optimizer's variables; its layers take the policy.
     with strategy.scope(), policy_scope(mixed_precision):
         if model == "han":
@@ -515,6 +574,15 @@ def fit_text_classifier(
                 wide=wide,
                 **model_kwargs,
             )
+        elif model == "bert":
+            backbone = BertBackbone(
+                tokenizer.vocabulary_size,
+                sequence_length=sequence_length,
+                **model_kwargs,
+            )
+            net = BertClassifier(backbone, len(class_names), dropout=backbone.dropout)
+            # The MLM head; dropped after pretraining (the encoder is shared).
+            pretrainer = BertPretrainer(backbone) if pretrain_epochs else None
         else:
             net = build_transformer_classifier(
                 tokenizer.vocabulary_size,
@@ -527,15 +595,34 @@ def fit_text_classifier(
     # next to the model, and no string reaches the replicas. The wide part's ids
     # come from the layer the serving model also uses.
     wide_part = wide_layer(net)
-    train = _model_inputs(tokenizer, wide_part, texts)
+    segments = isinstance(net, BertClassifier)
+    train = _model_inputs(tokenizer, wide_part, texts, segments)
     y_train = encode(labels)
     validation = y_validation = None
     if validation_texts is not None:
-        validation = _model_inputs(tokenizer, wide_part, validation_texts)
+        validation = _model_inputs(tokenizer, wide_part, validation_texts, segments)
         y_validation = encode(validation_labels)
     # TPUs compile one program per shape: every batch full.
     static = isinstance(strategy, tf.distribute.TPUStrategy)
     settings = {}
+    if model == "bert":
+        settings["pretraining"] = None
+        if pretrain_epochs:
+            # `texts` is the training part: the early-stopping part is carved off.
+            settings["pretraining"] = _pretrain(
+                pretrainer,
+                tokenizer,
+                texts,
+                epochs=pretrain_epochs,
+                steps=pretrain_steps,
+                batch_size=batch_size,
+                learning_rate=learning_rate,
+                seed=seed,
+                static=static,
+                compile_kwargs=compile_kwargs,
+                strategy=strategy,
+                verbose=verbose,
+            )
     staged = wide_part is not None and wide_training != "joint"
     if wide_part is not None and (wide_part.use_idf or wide_part.nb_ratio):
         # IDF and naive-Bayes ratios from the training documents only.
@@ -654,9 +741,12 @@ def fit_text_classifier(
     return result
 
 
-def _model_inputs(tokenizer, wide_part, texts) -> dict:
-    """`{"token_ids"}` (and `"ngram_ids"` with a wide part) of `texts`, as NumPy."""
+def _model_inputs(tokenizer, wide_part, texts, segments=False) -> dict:
+    """`{"token_ids"}` (and `"ngram_ids"` with a wide part, `"segment_ids"` of
+    zeros with `segments`: a BertClassifier) of `texts`, as NumPy."""
     inputs = {"token_ids": _tokenize_all(tokenizer, list(texts))}
+    if segments:
+        inputs["segment_ids"] = np.zeros_like(inputs["token_ids"])
     if wide_part is not None:
         inputs["ngram_ids"] = _tokenize_all(wide_part.hasher(), list(texts))
     return inputs
@@ -668,8 +758,74 @@ def _predict(model, inputs, batch_size=256) -> np.ndarray:
 
 def _accuracy(model, inputs, y) -> float:
     if wide_layer(model) is None and isinstance(inputs, dict):
-        inputs = inputs["token_ids"]
+        if "segment_ids" not in inputs:
+            inputs = inputs["token_ids"]
     return float(np.mean(_predict(model, inputs).argmax(-1) == y))
+
+
+def _pretrain(
+    pretrainer,
+    tokenizer,
+    texts,
+    *,
+    epochs,
+    steps,
+    batch_size,
+    learning_rate,
+    seed,
+    static,
+    compile_kwargs,
+    strategy,
+    verbose,
+) -> dict:
+    """Masked-LM pretraining of the encoder on `texts` (see `fit_text_classifier`).
+
+    Returns the last epoch's MLM loss and accuracy, the steps and the seconds.
+    """
+    start = time.perf_counter()
+    length = tokenizer.sequence_length
+
+    def data(num_epochs):
+        return pretraining_dataset(
+            texts,
+            tokenizer,
+            sequence_length=length,
+            batch_size=batch_size,
+            # Enough slots for 15% of every window: no selected token is dropped.
+            max_predictions=max(1, int(np.ceil(0.15 * (length - 2)))),
+            num_epochs=num_epochs,
+            drop_remainder=static,
+            seed=seed,
+            sentence_pairs=False,
+        )
+
+    # Batches of one pass over the windows; the stream repeats with fresh masks.
+    passes = None
+    if steps is None:
+        passes = sum(1 for _ in data(1))
+        steps = max(passes, 1)
+    with strategy.scope():
+        compile_bert_pretrainer(
+            pretrainer, learning_rate=learning_rate, nsp_weight=0.0, **compile_kwargs
+        )
+    warm_up = _WarmUp(learning_rate, -(-epochs * steps // 10))
+    history = fit_bert_pretrainer(
+        pretrainer,
+        data(None),
+        epochs=epochs,
+        steps_per_epoch=steps,
+        callbacks=[warm_up],
+        verbose=verbose,
+    )
+    return {
+        "epochs": epochs,
+        "steps_per_epoch": steps,
+        "batches_per_pass": passes,
+        "documents": len(texts),
+        "mlm_loss": float(history.history["mlm_loss"][-1]),
+        "mlm_accuracy": float(history.history["mlm_accuracy"][-1]),
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def _fit_wide_part(

@@ -5,16 +5,18 @@ the experts (`{task}_gate_weights`, `(batch, num_experts)`, rows summing to 1) a
 when it has AutoInt interacting layers, each layer's attention across fields
 (`field_attention_{i}`, `(batch, num_heads, fields, fields)`). A text classifier's are
 `probabilities` and `label` plus HAN's `word_attention` `(batch, sentences, words)`
-and `sentence_attention` `(batch, sentences)`, or a `pooling="cls"` Transformer's
-attention of the `[CLS]` token in its last layer, `cls_attention`
-`(batch, num_heads, sequence_length)`.
+and `sentence_attention` `(batch, sentences)`, or, for a `pooling="cls"` Transformer
+and a `BertClassifier`, the attention of the `[CLS]` token in the last layer,
+`cls_attention` `(batch, num_heads, sequence_length)`.
 """
 
 from __future__ import annotations
 
-from keras_attn.backend import KERAS_3, keras
+from keras_attn.backend import KERAS_3, keras, tf
 from keras_attn.layers import InteractingLayer
 from keras_attn.layers.text import PredictedLabel
+from keras_attn.models.bert import BertClassifier
+from keras_attn.models.classifier_head import apply_head
 from keras_attn.models.ctr import CTRModel
 from keras_attn.models.han import HANClassifier
 from keras_attn.models.transformer_classifier import TransformerClassifier
@@ -79,8 +81,9 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
     """The explain function of a text classifier: `{"text"}` -> outputs.
 
     Args:
-        classifier: a `HANClassifier`, or a `TransformerClassifier` with
-            `pooling="cls"` and layers of their own (not `share_layers`).
+        classifier: a `HANClassifier`, a `TransformerClassifier` with
+            `pooling="cls"`, or a `BertClassifier`; the last two with layers of
+            their own (not `share_layers`).
         tokenizer: its tokenizer layer.
         class_names: optional list of str for `label`.
 
@@ -99,6 +102,9 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
         if hasher is None:
             return ids
         return {"token_ids": ids, "ngram_ids": hasher(text)}
+
+    if isinstance(classifier, BertClassifier):
+        return _bert_explain_fn(classifier, tokenizer, label)
 
     if isinstance(classifier, HANClassifier):
         han = classifier.attention_model()
@@ -122,30 +128,74 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
     last = classifier.transformer_layers[-1]
     # The last block's input and the padding mask come out of the same pass as the
     # probabilities; the block's attention is then run once more for its weights.
-    block_input = last.input
-    if isinstance(block_input, (list, tuple)):
-        block_input = block_input[0]  # Keras 3 lists the padding mask too
     forward = keras.Model(
         classifier.inputs,
         {
             "probabilities": _output_dict(classifier)["probabilities"],
-            "block_input": block_input,
+            "block_input": _block_input(last),
             "mask": classifier.token_mask.output,
         },
     )
 
     def explain(inputs):
         out = forward(model_inputs(inputs["text"]), training=False)
-        x = out["block_input"]  # (batch, seq_len, hidden)
-        if last.normalize_first:
-            x = last.attention_norm(x)
-        _, scores = last.attention(
-            x, x, value_mask=out["mask"], return_attention_scores=True
-        )  # (batch, heads, seq_len, seq_len)
         return {
             "probabilities": out["probabilities"],
             "label": label(out["probabilities"]),
-            "cls_attention": scores[:, :, 0, :],
+            "cls_attention": _cls_attention(last, out["block_input"], out["mask"]),
         }
 
     return explain
+
+
+def _bert_explain_fn(classifier, tokenizer, label):
+    """`text_explain_fn` of a `BertClassifier`: its backbone's pass gives the
+    pooled output and the last block's input; the head and that block's attention
+    follow."""
+    backbone = classifier.backbone
+    if backbone.share_layers:
+        raise ValueError(
+            "`classifier` must have a block per layer (not `share_layers=True`) to "
+            f"have an explain signature. Received: {classifier.name!r}"
+        )
+    last = backbone.transformer_layers[-1]
+    forward = keras.Model(
+        backbone.inputs,
+        {
+            "pooled_output": backbone.pooler.output,
+            "block_input": _block_input(last),
+            "mask": backbone.token_mask.output,
+        },
+    )
+
+    def explain(inputs):
+        ids = tokenizer(inputs["text"])
+        # One segment a document, as the serving model feeds it.
+        segments = tf.zeros_like(ids)
+        out = forward({"token_ids": ids, "segment_ids": segments}, training=False)
+        # The head's dropout is the identity in inference.
+        probabilities = apply_head(classifier, out["pooled_output"])
+        return {
+            "probabilities": probabilities,
+            "label": label(probabilities),
+            "cls_attention": _cls_attention(last, out["block_input"], out["mask"]),
+        }
+
+    return explain
+
+
+def _block_input(block):
+    """The input tensor of an encoder block called once in its model's graph."""
+    x = block.input
+    return x[0] if isinstance(x, (list, tuple)) else x  # Keras 3 lists the mask too
+
+
+def _cls_attention(block, x, mask):
+    """The `[CLS]` row of `block`'s attention over its input `x`:
+    `(batch, heads, seq_len)`."""
+    if block.normalize_first:
+        x = block.attention_norm(x)
+    _, scores = block.attention(
+        x, x, value_mask=mask, return_attention_scores=True
+    )  # (batch, heads, seq_len, seq_len)
+    return scores[:, :, 0, :]

@@ -20,6 +20,7 @@ from keras_attn.text.datasets import (
 )
 from keras_attn.text.pretraining import (
     mask_tokens,
+    pack_document_windows,
     pack_sentence_pairs,
     pretraining_dataset,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "make_cloze_questions",
     "mask_tokens",
     "most_frequent_candidate",
+    "pack_document_windows",
     "pack_sentence_pairs",
     "pretraining_dataset",
     "split_sentences",

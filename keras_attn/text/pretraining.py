@@ -21,6 +21,12 @@ of strings) into batches for `build_bert_pretrainer`:
    non-special token, 10% stay. Masking happens in the pipeline, so each of
    `num_epochs` passes masks (and pairs) afresh ("dynamic masking", RoBERTa).
 
+With `sentence_pairs=False` there is no NSP: step 2 cuts each document's tokens
+into consecutive windows of `sequence_length - 2` (`pack_document_windows`), packed
+`[CLS] window [SEP]` with segment ids 0, and only the masking of step 4 follows
+(masked LM alone on single-segment inputs, as RoBERTa pretrains; the input a
+document classifier reads).
+
 Layout of an element (`P = max_predictions`, `L = sequence_length`):
 `({"token_ids": (B, L), "segment_ids": (B, L), "masked_positions": (B, P)},
 {"mlm": (B, P), "nsp": (B,)})`, all int32. `mlm` holds the original ids of the
@@ -35,7 +41,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from keras_attn._validation import check_int, check_positive_int, check_rate
+from keras_attn._validation import (
+    check_bool,
+    check_int,
+    check_positive_int,
+    check_rate,
+)
 from keras_attn.backend import tf
 from keras_attn.text.tokenizers import (
     CLS,
@@ -49,6 +60,7 @@ from keras_attn.text.tokenizers import (
 __all__ = [
     "SPECIAL_TOKENS",
     "mask_tokens",
+    "pack_document_windows",
     "pack_sentence_pairs",
     "pretraining_dataset",
 ]
@@ -185,6 +197,64 @@ def pack_sentence_pairs(
     }
 
 
+def pack_document_windows(documents, tokenizer: Tokenizer, sequence_length: int = 128):
+    """Single-segment MLM sequences of a batch of documents: `[CLS] window [SEP]`.
+
+    Each document's tokens (the whole text, tokenized by `tokenizer`) are cut into
+    consecutive windows of `sequence_length - 2` tokens, the last one shorter; each
+    is packed `[CLS] window [SEP]` and padded with 0. Every token of a document is
+    in exactly one window, windows never cross documents, and an empty document
+    gives none. With a WordPiece `Tokenizer`, a document's first window is what the
+    tokenizer itself gives for it at `sequence_length`: the input of a classifier
+    that reads one segment. These are inputs for masked LM without NSP, close to
+    RoBERTa's DOC-SENTENCES (contiguous text of one document, Liu et al. 2019),
+    cut at any token rather than at a sentence end.
+
+    Args:
+        documents: string tensor `(documents,)`.
+        tokenizer: a `keras_attn.text.Tokenizer` whose vocabulary holds `[CLS]`
+            and `[SEP]`.
+        sequence_length: int, at least 3. Length of the packed sequences.
+            Defaults to 128.
+
+    Returns:
+        dict of int32 tensors: `token_ids` and `segment_ids` (all 0) `(windows,
+        sequence_length)`, and `is_next` `(windows,)`, all 1 (a window has no
+        second segment: train with `nsp_weight=0`).
+
+    Example:
+
+    >>> tokenizer = Tokenizer("bert-base-uncased")
+    >>> out = pack_document_windows(["one two three four five", ""], tokenizer, 5)
+    >>> out["token_ids"].numpy().tolist()  # [CLS] one two three [SEP], [CLS] four ...
+    [[101, 2028, 2048, 2093, 102], [101, 2176, 2274, 102, 0]]
+    """
+    check_int("sequence_length", sequence_length, minimum=3)
+    width = sequence_length - 2
+    documents = tf.convert_to_tensor(documents, tf.string)
+    ids = tokenizer._ragged_ids(documents)  # (docs, tokens)
+    flat = tf.cast(ids.flat_values, tf.int32)
+    splits = tf.cast(ids.row_splits, tf.int32)  # (docs + 1,)
+    counts = (splits[1:] - splits[:-1] + width - 1) // width  # windows per document
+    offsets = tf.ragged.range(counts) * width  # (docs, windows)
+    doc = tf.cast(offsets.value_rowids(), tf.int32)  # (windows,)
+    begin = tf.gather(splits, doc) + offsets.flat_values
+    end = tf.minimum(begin + width, tf.gather(splits, doc + 1))
+    windows = tf.gather(flat, tf.ragged.range(begin, end))  # (windows, tokens)
+
+    ones = tf.ones([tf.size(begin), 1], tf.int32)
+    packed = tf.concat(
+        [tokenizer.token_id(CLS) * ones, windows, tokenizer.token_id(SEP) * ones],
+        axis=1,
+    )
+    token_ids = packed.to_tensor(0, shape=[None, sequence_length])
+    return {
+        "token_ids": token_ids,
+        "segment_ids": tf.zeros_like(token_ids),
+        "is_next": ones[:, 0],
+    }
+
+
 def mask_tokens(
     token_ids,
     vocabulary_size: int,
@@ -304,6 +374,7 @@ def pretraining_dataset(
     num_epochs: int | None = 1,
     drop_remainder: bool = False,
     seed: int = 0,
+    sentence_pairs: bool = True,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of BERT pretraining batches (MLM + NSP) from plain text.
 
@@ -334,6 +405,11 @@ def pretraining_dataset(
             fresh pairs and masks. Defaults to 1.
         drop_remainder: bool. Drop a last, smaller batch. Defaults to False.
         seed: int. Seeds the shuffles, the pairs and the masks. Defaults to 0.
+        sentence_pairs: bool. True: NSP sentence pairs, as above. False: masked LM
+            alone on `[CLS] window [SEP]` windows of consecutive tokens
+            (`pack_document_windows`; `next_sentence_rate` and
+            `sentences_per_segment` do not apply, `nsp` is all 1: compile with
+            `nsp_weight=0`). Defaults to True.
 
     Returns:
         A dataset of `(features, labels)` dicts (int32).
@@ -364,6 +440,7 @@ def pretraining_dataset(
     _check_masking(mask_rate, mask_token_rate, random_token_rate)
     check_rate("next_sentence_rate", next_sentence_rate, closed=True)
     check_int("seed", seed)
+    check_bool("sentence_pairs", sentence_pairs)
 
     if isinstance(corpus, tf.data.Dataset):
         documents = corpus
@@ -382,6 +459,8 @@ def pretraining_dataset(
     mask_id = tokenizer.token_id(MASK)
 
     def pairs(index, chunk):
+        if not sentence_pairs:
+            return pack_document_windows(chunk, tokenizer, sequence_length)
         return pack_sentence_pairs(
             chunk,
             tokenizer,
