@@ -12,7 +12,8 @@ from keras_attn.models.text import build_han_classifier
 from keras_attn.models.text_classifier import (
     _MIX_TEMPERATURES,
     _MIX_WEIGHTS,
-    _mix_wide_and_deep,
+    _choose_mix,
+    _fold_mix,
     _model_inputs,
     _tokenize_all,
     fit_text_classifier,
@@ -201,9 +202,9 @@ def test_mix_picks_the_grid_point_of_least_log_loss_and_folds_it_in():
     wide_logits = model.wide(inputs["ngram_ids"]).numpy()
     deep_logits = keras.Model(model.inputs, model.output_dense.output)(inputs).numpy()
 
-    settings = _mix_wide_and_deep(
-        model, deep_part_model(model), inputs, y, tf.distribute.get_strategy()
-    )
+    strategy = tf.distribute.get_strategy()
+    settings = _choose_mix(model, deep_part_model(model), inputs, y, strategy)
+    _fold_mix(model, settings["wide_weight"], settings["temperature"], strategy)
 
     def log_softmax(z):
         z = z - z.max(1, keepdims=True)
@@ -252,43 +253,77 @@ def _corpus(n=60):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("wide_training", ["ensemble", "residual"])
-def test_staged_fit_keeps_the_wide_part_and_reads_idf_off_training_documents(
-    wide_training,
-):
+def test_residual_fit_keeps_the_wide_part_and_reads_idf_off_the_fitted_part():
     texts, labels = _corpus()
     clf = fit_text_classifier(
         texts,
         labels,
         epochs=2,
-        wide_training=wide_training,
+        wide_training="residual",
         embedding_dim=8,
         units=4,
         attention_units=8,
         wide={"num_buckets": 4096},
     )
     s = clf.settings
-    assert s["wide_training"] == wide_training and s["wide"]["idf"] is True
+    assert s["wide_training"] == "residual" and s["wide"]["idf"] is True
     val = set(clf.validation_indices)
     fitted = [t for i, t in enumerate(texts) if i not in val]
     carved = [t for i, t in enumerate(texts) if i in val]
     # The "doc 7"-style n-grams of the carved documents never reach the IDF: a
-    # bucket in no training document has IDF 0 (scikit-learn drops unseen terms),
-    # every bucket of the training documents its smoothed IDF.
+    # bucket in no fitted document has IDF 0 (scikit-learn drops unseen terms),
+    # every bucket of the fitted documents its smoothed IDF.
     hasher = clf.model.wide.hasher()
     seen = set(_tokenize_all(hasher, fitted).ravel()) - {0}
     own = set(_tokenize_all(hasher, carved).ravel()) - seen - {0}
     idf = clf.model.wide.idf.numpy()
     assert own and (idf[sorted(own)] == 0).all()
     assert (idf[sorted(seen)] >= 1).all() and idf.max() <= np.log(1 + len(fitted)) + 1
-    # The deep stage left the wide part as the wide stage fitted it (in the
-    # ensemble only scaled by t·α > 0, which keeps every prediction).
+    # The deep stage left the frozen wide part as the wide stage fitted it.
     inputs = _model_inputs(clf.tokenizer, clf.model.wide, carved)
     y = np.array([clf.class_names.index(labels[i]) for i in sorted(val)])
-    if wide_training == "residual" or s["wide_weight"] > 0:
-        p = wide_part_model(clf.model).predict(inputs["ngram_ids"], verbose=0)
-        assert np.mean(p["probabilities"].argmax(-1) == y) == s["wide_val_accuracy"]
-    if wide_training == "ensemble":
-        assert 0 <= s["wide_weight"] <= 1 and s["temperature"] > 0
-        assert s["deep_val_accuracy"] is not None
+    p = wide_part_model(clf.model).predict(inputs["ngram_ids"], verbose=0)
+    assert np.mean(p["probabilities"].argmax(-1) == y) == s["wide_val_accuracy"]
     assert clf.predict(["great fine good.", "awful dull bad."]) == ["pos", "neg"]
+
+
+@pytest.mark.slow
+def test_ensemble_refits_the_wide_part_on_every_training_document_only():
+    texts, labels = _corpus()
+    tiny = dict(embedding_dim=8, units=4, attention_units=8)
+    clf = fit_text_classifier(
+        texts, labels, epochs=2, wide={"num_buckets": 4096}, **tiny
+    )
+    s = clf.settings
+    assert s["wide_training"] == "ensemble"
+    assert 0 <= s["wide_weight"] <= 1 and s["temperature"] > 0
+    assert s["deep_val_accuracy"] is not None and s["wide_val_accuracy"] is not None
+    # Refitted on all 60 documents, the carved ones included: every bucket of
+    # every document has an IDF, the largest that of a bucket in one document.
+    assert s["wide_refit_documents"] == len(texts)
+    hasher = clf.model.wide.hasher()
+    seen = sorted(set(_tokenize_all(hasher, texts).ravel()) - {0})
+    idf = clf.model.wide.idf.numpy()
+    assert (idf[seen] >= 1).all()
+    np.testing.assert_allclose(idf.max(), np.log((1 + 60) / 2) + 1, rtol=1e-6)
+    assert clf.predict(["great fine good.", "awful dull bad."]) == ["pos", "neg"]
+
+    # Validation documents given by the caller are never trained on: no refit,
+    # and their own n-grams get no IDF.
+    validation = ["doc unseen. qqq zzz great.", "doc unseen. qqq zzz awful."]
+    clf = fit_text_classifier(
+        texts,
+        labels,
+        validation_texts=validation,
+        validation_labels=["pos", "neg"],
+        epochs=1,
+        wide={"num_buckets": 4096},
+        **tiny,
+    )
+    assert "wide_refit_documents" not in clf.settings
+    own = (
+        set(_tokenize_all(hasher, validation).ravel())
+        - set(_tokenize_all(hasher, texts).ravel())
+        - {0}
+    )
+    assert own and (clf.model.wide.idf.numpy()[sorted(own)] == 0).all()

@@ -384,9 +384,10 @@ def fit_text_classifier(
       the deep part alone (early stopping as above), then the two are mixed:
       `logits = t·(α·wide + (1 - α)·deep)`, with the weight α and the temperature
       t that minimize the validation part's log loss (α = 0.5, t = 1 without a
-      validation part). α and t are folded into the two parts' last weights, so
-      the model is wide + deep logits. A product of experts: each part is trained
-      to its own best.
+      validation part). When that part was carved from `texts`, the wide part is
+      then fitted again on all of `texts` (it needs no early stopping). α and t
+      are folded into the two parts' last weights, so the model is wide + deep
+      logits. A product of experts: each part is trained to its own best.
     - "residual": the wide part fitted alone, frozen, then the deep part trained on
       top of its logits (it learns what the linear model misses).
     - "joint": both trained together from the start (with `WIDE_JOINT`).
@@ -644,8 +645,10 @@ def fit_text_classifier(
         wide_part.trainable = False
     # What the epoch loop trains: the deep part alone ("ensemble"), or the whole
     # classifier (with its wide part frozen for "residual").
-    fitted = deep_part_model(net) if staged and wide_training == "ensemble" else net
-    with strategy.scope():
+    with strategy.scope():  # a model records the strategy it is made under
+        fitted = net
+        if staged and wide_training == "ensemble":
+            fitted = deep_part_model(net)
         compile_text_classifier(fitted, learning_rate=learning_rate, **compile_kwargs)
 
     def dataset(inputs, y, shuffle):
@@ -713,9 +716,36 @@ def fit_text_classifier(
         verbose=verbose,
     )
     if staged and wide_training == "ensemble":
-        settings.update(
-            _mix_wide_and_deep(net, fitted, validation, y_validation, strategy)
-        )
+        mix = _choose_mix(net, fitted, validation, y_validation, strategy)
+        settings.update(mix)
+        if validation_indices is not None:
+            # The wide part needs no early stopping: once the mix is chosen, it is
+            # fitted again on every training document, the carved ones included.
+            everything = {
+                "ngram_ids": np.concatenate(
+                    [train["ngram_ids"], validation["ngram_ids"]]
+                )
+            }
+            y_everything = np.concatenate([y_train, y_validation])
+            wide_part.trainable = True
+            for weight in (wide_part.kernel, wide_part.bias):
+                if weight is not None:
+                    weight.assign(tf.zeros_like(weight))
+            wide_part.adapt(everything["ngram_ids"], labels=y_everything)
+            _fit_wide_part(
+                net,
+                everything,
+                y_everything,
+                None,
+                None,
+                strategy,
+                compile_kwargs,
+                seed,
+                static,
+            )
+            wide_part.trainable = False
+            settings["wide_refit_documents"] = len(y_everything)
+        _fold_mix(net, mix["wide_weight"], mix["temperature"], strategy)
     result = TextClassifier(
         net,
         tokenizer,
@@ -852,30 +882,38 @@ def _fit_wide_part(
     return {"wide_val_accuracy": accuracy}
 
 
-def _mix_wide_and_deep(net, deep_model, validation, y, strategy) -> dict:
-    """Chooses the mix `t·(α·wide + (1 - α)·deep)` of the two parts' logits by the
-    validation log loss and folds it into their last weights (`net` then gives
-    the mix). Returns α, t and each part's validation accuracy."""
-    alpha, temperature, deep_accuracy = 0.5, 1.0, None
-    if validation is not None:
-        # Log-probabilities differ from the logits by one constant per document,
-        # which the softmax of their weighted sum ignores.
-        wide_log = np.log(
-            np.maximum(_predict(wide_part_model(net), validation["ngram_ids"]), 1e-30)
-        )
-        deep_probabilities = _predict(deep_model, validation["token_ids"])
-        deep_accuracy = float(np.mean(deep_probabilities.argmax(-1) == y))
-        deep_log = np.log(np.maximum(deep_probabilities, 1e-30))
-        best = None
-        for a in _MIX_WEIGHTS:
-            for t in _MIX_TEMPERATURES:
-                z = t * (a * wide_log + (1.0 - a) * deep_log)
-                z = z - z.max(axis=1, keepdims=True)
-                log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-                loss = -float(np.mean(log_p[np.arange(len(y)), y]))
-                if best is None or loss < best[0] - 1e-12:
-                    best = (loss, float(a), float(t))
-        _, alpha, temperature = best
+def _choose_mix(net, deep_model, validation, y, strategy) -> dict:
+    """The mix `t·(α·wide + (1 - α)·deep)` of the two parts' logits of least
+    validation log loss (α = 0.5, t = 1 without validation data), and the deep
+    part's validation accuracy."""
+    if validation is None:
+        return {"deep_val_accuracy": None, "wide_weight": 0.5, "temperature": 1.0}
+    with strategy.scope():
+        wide_model = wide_part_model(net)
+    # Log-probabilities differ from the logits by one constant per document,
+    # which the softmax of their weighted sum ignores.
+    wide_log = np.log(np.maximum(_predict(wide_model, validation["ngram_ids"]), 1e-30))
+    deep_probabilities = _predict(deep_model, validation["token_ids"])
+    deep_log = np.log(np.maximum(deep_probabilities, 1e-30))
+    best = None
+    for a in _MIX_WEIGHTS:
+        for t in _MIX_TEMPERATURES:
+            z = t * (a * wide_log + (1.0 - a) * deep_log)
+            z = z - z.max(axis=1, keepdims=True)
+            log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+            loss = -float(np.mean(log_p[np.arange(len(y)), y]))
+            if best is None or loss < best[0] - 1e-12:
+                best = (loss, float(a), float(t))
+    return {
+        "deep_val_accuracy": float(np.mean(deep_probabilities.argmax(-1) == y)),
+        "wide_weight": best[1],
+        "temperature": best[2],
+    }
+
+
+def _fold_mix(net, alpha, temperature, strategy) -> None:
+    """Scales the wide part's and the deep head's weights by `t·α` and
+    `t·(1 - α)`: `net`'s logits become the mix."""
     wide, dense = wide_layer(net), net.output_dense
     with strategy.scope():
         for layer, factor in (
@@ -885,11 +923,6 @@ def _mix_wide_and_deep(net, deep_model, validation, y, strategy) -> dict:
             layer.kernel.assign(layer.kernel * factor)
             if layer.bias is not None:
                 layer.bias.assign(layer.bias * factor)
-    return {
-        "deep_val_accuracy": deep_accuracy,
-        "wide_weight": alpha,
-        "temperature": temperature,
-    }
 
 
 def _wide_settings(layer):
