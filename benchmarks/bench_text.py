@@ -291,6 +291,21 @@ WIDE_CHOICES = {
 WIDE_C = (10.0, 30.0)
 
 
+def _inner_split(name):
+    """`(xtr, ytr, inner, held)`: the fitting part and its inner 80/20 split (seed
+    1), for choosing settings without the test part; None when the file is
+    absent."""
+    from keras_attn.text import stratified_split
+
+    data = load(name)
+    if data is None:
+        print(f"{name}: skipped, {DATA / FILES[name]} is absent")
+        return None
+    xtr, ytr, _, _ = split(*data)
+    inner, held = stratified_split(ytr, 0.2, seed=1)
+    return xtr, ytr, inner, held
+
+
 def select_wide(names) -> str:
     """`NgramLinear` + softmax alone per feature choice and C, fitted as
     `fit_text_classifier` fits its wide part; the table (inner split only)."""
@@ -301,7 +316,6 @@ def select_wide(names) -> str:
         _tokenize_all,
         corpus_limits,
     )
-    from keras_attn.text import stratified_split
 
     keys = [(f, c) for f in WIDE_CHOICES for c in WIDE_C]
     rows = [
@@ -312,12 +326,10 @@ def select_wide(names) -> str:
     ]
     means = {k: [] for k in keys}
     for name in names:
-        data = load(name)
-        if data is None:
-            print(f"{name}: skipped, {DATA / FILES[name]} is absent")
+        parts = _inner_split(name)
+        if parts is None:
             continue
-        xtr, ytr, _, _ = split(*data)
-        inner, held = stratified_split(ytr, 0.2, seed=1)
+        xtr, ytr, inner, held = parts
         classes = sorted(set(ytr))
         y = np.array([classes.index(v) for v in ytr])
         limit = corpus_limits([xtr[i] for i in inner])["max_ngrams"]
@@ -367,7 +379,6 @@ def select_wide_training(names, modes, verbose=0) -> str:
     fitting part and scored on the inner 20 %: how the default mode was chosen.
     The test part is not read."""
     from keras_attn.models import fit_text_classifier
-    from keras_attn.text import stratified_split
 
     rows = [
         "| data set (fit / scored docs) | mode | scored accuracy [95 % Wilson] | "
@@ -375,12 +386,10 @@ def select_wide_training(names, modes, verbose=0) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
-        data = load(name)
-        if data is None:
-            print(f"{name}: skipped, {DATA / FILES[name]} is absent")
+        parts = _inner_split(name)
+        if parts is None:
             continue
-        xtr, ytr, _, _ = split(*data)
-        inner, held = stratified_split(ytr, 0.2, seed=1)
+        xtr, ytr, inner, held = parts
         xa, ya = [xtr[i] for i in inner], [ytr[i] for i in inner]
         xb, yb = [xtr[i] for i in held], [ytr[i] for i in held]
         for mode in modes:

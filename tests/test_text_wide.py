@@ -160,8 +160,8 @@ def test_bad_arguments_name_themselves(make, match):
         make()
 
 
-def _tiny_han(wide):
-    tokenizer = SentenceTokenizer(build_vocabulary(TRAIN), max_sentences=3, max_words=6)
+def _tiny_han(wide, texts=TRAIN):
+    tokenizer = SentenceTokenizer(build_vocabulary(texts), max_sentences=3, max_words=6)
     model = build_han_classifier(
         tokenizer.vocabulary_size,
         2,

@@ -18,7 +18,7 @@ from keras_attn.models.text_classifier import (
     _tokenize_all,
     fit_text_classifier,
 )
-from keras_attn.text import SentenceTokenizer, build_vocabulary
+from tests.test_text_wide import _tiny_han
 
 DOCS = [
     "Not good at all. Very bad film! Bad, bad, bad.",
@@ -177,18 +177,7 @@ def test_tfidf_config_round_trips_with_its_regularizer():
 
 
 def _tiny_wide_han(texts):
-    tokenizer = SentenceTokenizer(build_vocabulary(texts), max_sentences=3, max_words=6)
-    model = build_han_classifier(
-        tokenizer.vocabulary_size,
-        2,
-        3,
-        6,
-        embedding_dim=8,
-        units=4,
-        attention_units=8,
-        wide={"num_buckets": 64, "max_ngrams": 16, "use_bias": True},
-    )
-    return model, tokenizer
+    return _tiny_han({"num_buckets": 64, "max_ngrams": 16, "use_bias": True}, texts)
 
 
 def test_mix_picks_the_grid_point_of_least_log_loss_and_folds_it_in():

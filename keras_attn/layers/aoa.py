@@ -46,18 +46,7 @@ class AttentionOverAttention(Layer):
         super().__init__(**kwargs)
 
     def build(self, document_shape, query_shape):
-        d_shape, q_shape = static_shape(document_shape), static_shape(query_shape)
-        if (
-            len(d_shape) != 3
-            or len(q_shape) != 3
-            or d_shape[-1] is None
-            or d_shape[-1] != q_shape[-1]
-        ):
-            raise ValueError(
-                "`document` and `query` must have shapes (batch, doc_len, dim) and "
-                "(batch, query_len, dim) with the same known dim. Received: "
-                f"document.shape={tuple(d_shape)}, query.shape={tuple(q_shape)}"
-            )
+        _check_document_and_query(document_shape, query_shape)
         self.built = True
 
     def call(
@@ -150,18 +139,7 @@ class DocumentAttention(Layer):
         super().__init__(**kwargs)
 
     def build(self, document_shape, query_shape):
-        d_shape, q_shape = static_shape(document_shape), static_shape(query_shape)
-        if (
-            len(d_shape) != 3
-            or len(q_shape) != 3
-            or d_shape[-1] is None
-            or d_shape[-1] != q_shape[-1]
-        ):
-            raise ValueError(
-                "`document` and `query` must have shapes (batch, doc_len, dim) and "
-                "(batch, query_len, dim) with the same known dim. Received: "
-                f"document.shape={tuple(d_shape)}, query.shape={tuple(q_shape)}"
-            )
+        _check_document_and_query(document_shape, query_shape)
         self.built = True
 
     def call(self, document, query, document_mask=None, query_mask=None):
@@ -196,3 +174,19 @@ class DocumentAttention(Layer):
 
     def compute_mask(self, inputs, mask=None):
         return None
+
+
+def _check_document_and_query(document_shape, query_shape) -> None:
+    """Both rank 3, with the same known last dim."""
+    d_shape, q_shape = static_shape(document_shape), static_shape(query_shape)
+    if (
+        len(d_shape) != 3
+        or len(q_shape) != 3
+        or d_shape[-1] is None
+        or d_shape[-1] != q_shape[-1]
+    ):
+        raise ValueError(
+            "`document` and `query` must have shapes (batch, doc_len, dim) and "
+            "(batch, query_len, dim) with the same known dim. Received: "
+            f"document.shape={tuple(d_shape)}, query.shape={tuple(q_shape)}"
+        )

@@ -216,13 +216,8 @@ class AoAReader(FunctionalModel):
         scores = _document_scores(
             parts, head, d, q, document_mask, query_mask, query
         )  # (batch, doc_len)
-        probabilities = parts.candidate_sum(scores, document, candidates)
         self._init_functional(
-            {"document_ids": document, "query_ids": query, "candidate_ids": candidates},
-            {
-                "probabilities": probabilities,
-                "label": parts.predicted_label(probabilities),
-            },
+            *_reader_graph(parts, document, query, candidates, scores),
             parts,
             arguments,
             name,
@@ -328,13 +323,8 @@ class BertClozeReader(FunctionalModel):
             parts.query_mask(query),
             query,
         )  # (batch, length)
-        probabilities = parts.candidate_sum(scores, document, candidates)
         self._init_functional(
-            {"document_ids": document, "query_ids": query, "candidate_ids": candidates},
-            {
-                "probabilities": probabilities,
-                "label": parts.predicted_label(probabilities),
-            },
+            *_reader_graph(parts, document, query, candidates, scores),
             parts,
             arguments,
             name,
@@ -547,3 +537,15 @@ def fit_aoa_reader(
         history=dict(history.history),
         seconds=time.perf_counter() - start,
     )
+
+
+def _reader_graph(parts, document, query, candidates, scores):
+    """A cloze reader's `(inputs, outputs)`: the attention-sum over each
+    candidate's occurrences of the document scores, and its label."""
+    probabilities = parts.candidate_sum(scores, document, candidates)
+    inputs = {"document_ids": document, "query_ids": query, "candidate_ids": candidates}
+    outputs = {
+        "probabilities": probabilities,
+        "label": parts.predicted_label(probabilities),
+    }
+    return inputs, outputs
