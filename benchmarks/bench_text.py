@@ -28,6 +28,7 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
         [--models tfidf,han,han_deep,transformer,transformer_deep,bert,
         bert_pretrained] [--quick]
         [--no-write]
+    python -m benchmarks.bench_text --table-only  (RESULTS.md from the stored runs)
     python -m benchmarks.bench_text --select-wide  (the wide part's features)
     python -m benchmarks.bench_text --select-wide-training ensemble,residual,joint,deep
     python -m benchmarks.bench_text --datasets ag_news --value-transforms \
@@ -553,6 +554,11 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="rewrite the RESULTS.md section from bench_text_runs.json; fit nothing",
+    )
     parser.add_argument("--verbose", type=int, default=0, help="Keras verbosity")
     parser.add_argument(
         "--select-wide",
@@ -646,6 +652,9 @@ def main(argv=None) -> int:
                 f"{args.patience} --epochs {args.epochs}",
             )
         return 0
+    if args.table_only:
+        _write_table(json.loads(RUNS.read_text()) if RUNS.exists() else {})
+        return 0
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for value, known, flag in ((names, FILES, "datasets"), (models, MODELS, "models")):
@@ -669,17 +678,20 @@ def main(argv=None) -> int:
                 )
             print(f"  {key}: {_cell(result)} {result.get('settings', '')}", flush=True)
             if write:
-                runs = _record(name, key, result)
-                from benchmarks._results import write_section
-
                 # Written after each fit, so an interrupted run keeps what it has.
-                write_section(
-                    "bench_text",
-                    body(runs),
-                    "python -m benchmarks.bench_text --datasets <one> --models "
-                    f"{','.join(MODELS)}  (one process per data set)",
-                )
+                _write_table(_record(name, key, result))
     return 0
+
+
+def _write_table(runs) -> None:
+    from benchmarks._results import write_section
+
+    write_section(
+        "bench_text",
+        body(runs),
+        "python -m benchmarks.bench_text --datasets <one> --models "
+        f"{','.join(MODELS)}  (one process per data set)",
+    )
 
 
 if __name__ == "__main__":

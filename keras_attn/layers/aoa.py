@@ -57,20 +57,9 @@ class AttentionOverAttention(Layer):
         query_mask=None,
         return_attention_scores=False,
     ):
-        document, query = self.cast_inputs(document, query)
-        if document_mask is None:
-            document_mask = getattr(document, "_keras_mask", None)
-        if query_mask is None:
-            query_mask = getattr(query, "_keras_mask", None)
-        document, query = check_batch_sizes(document=document, query=query)
-        document_mask, query_mask = (
-            as_bool_mask(document_mask),
-            as_bool_mask(query_mask),
+        document, query, document_mask, query_mask = _document_and_query_inputs(
+            self, document, query, document_mask, query_mask
         )
-        check_mask_shape(
-            "document_mask", document_mask, static_shape(document)[:-1], "document"
-        )
-        check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
         matching = tf.einsum("bid,bjd->bij", document, query)  # (batch, |D|, |Q|)
         pair_mask = None
         if document_mask is not None:
@@ -143,20 +132,9 @@ class DocumentAttention(Layer):
         self.built = True
 
     def call(self, document, query, document_mask=None, query_mask=None):
-        document, query = self.cast_inputs(document, query)
-        if document_mask is None:
-            document_mask = getattr(document, "_keras_mask", None)
-        if query_mask is None:
-            query_mask = getattr(query, "_keras_mask", None)
-        document, query = check_batch_sizes(document=document, query=query)
-        document_mask, query_mask = (
-            as_bool_mask(document_mask),
-            as_bool_mask(query_mask),
+        document, query, document_mask, query_mask = _document_and_query_inputs(
+            self, document, query, document_mask, query_mask
         )
-        check_mask_shape(
-            "document_mask", document_mask, static_shape(document)[:-1], "document"
-        )
-        check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
         if query_mask is None:
             vector = tf.reduce_mean(query, axis=1)
         else:
@@ -174,6 +152,23 @@ class DocumentAttention(Layer):
 
     def compute_mask(self, inputs, mask=None):
         return None
+
+
+def _document_and_query_inputs(layer, document, query, document_mask, query_mask):
+    """`layer`'s inputs cast, with their masks (given, or the Keras masks the tensors
+    carry) as booleans of shapes (batch, doc_len) and (batch, query_len), checked."""
+    document, query = layer.cast_inputs(document, query)
+    if document_mask is None:
+        document_mask = getattr(document, "_keras_mask", None)
+    if query_mask is None:
+        query_mask = getattr(query, "_keras_mask", None)
+    document, query = check_batch_sizes(document=document, query=query)
+    document_mask, query_mask = as_bool_mask(document_mask), as_bool_mask(query_mask)
+    check_mask_shape(
+        "document_mask", document_mask, static_shape(document)[:-1], "document"
+    )
+    check_mask_shape("query_mask", query_mask, static_shape(query)[:-1], "query")
+    return document, query, document_mask, query_mask
 
 
 def _check_document_and_query(document_shape, query_shape) -> None:
