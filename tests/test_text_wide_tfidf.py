@@ -87,6 +87,42 @@ def test_ngram_linear_matches_numpy_for_every_weighting_and_combiner(
     np.testing.assert_allclose(layer(ids).numpy()[2], [0.1, -0.2, 0.3], rtol=1e-6)
 
 
+def _numpy_nb_ratios(ids, labels, units, num_buckets, alpha):
+    """NBSVM's log-count ratios (Wang & Manning 2012) of each bucket, class k
+    against the rest, from per-document sets of n-grams."""
+    sets = [set(row[row > 0].tolist()) for row in ids]
+    seen = sorted(set().union(*sets))
+    ratio = np.zeros((num_buckets + 1, units))
+    for k in range(units):
+        p = {g: alpha + sum(g in d for d, y in zip(sets, labels) if y == k) for g in seen}
+        q = {g: alpha + sum(g in d for d, y in zip(sets, labels) if y != k) for g in seen}
+        p_sum, q_sum = sum(p.values()), sum(q.values())
+        for g in seen:
+            ratio[g, k] = np.log((p[g] / p_sum) / (q[g] / q_sum))
+    return ratio
+
+
+def test_nb_ratios_match_the_papers_formula_and_scale_the_table():
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 10, size=(8, 6)).astype("int32")
+    ids[1, :4] = 5  # repeats count once per document
+    ids[4] = 0  # a fully padded document
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    layer = NgramLinear(3, num_buckets=12, combiner="sum", nb_ratio=True)
+    layer.adapt(ids, labels=labels, nb_alpha=0.5)
+    expected = _numpy_nb_ratios(ids, labels, 3, 12, 0.5)
+    np.testing.assert_allclose(layer.ratio.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert not layer.ratio.numpy()[[0, 11, 12]].any()  # padding and unseen: 0
+    # The table is used as W ⊙ R: with W = 1, "sum" of counts gives Σ count·R.
+    layer.kernel.assign(np.ones((13, 3), "float32"))
+    counted = np.stack([expected[row[row > 0]].sum(0) for row in ids])
+    np.testing.assert_allclose(layer(ids).numpy(), counted, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="labels"):
+        layer.adapt(ids)
+    with pytest.raises(ValueError, match=r"labels.*\[0, 3\)"):
+        layer.adapt(ids, labels=labels + 1)
+
+
 def test_tfidf_features_and_idf_equal_scikit_learns():
     from sklearn.feature_extraction.text import TfidfVectorizer
 

@@ -471,9 +471,9 @@ class NgramLinear(Layer):
     TF-IDF vector L2-normalized, as `TfidfVectorizer` gives it). With
     `term_weighting="sublinear"`, `idf=True` and `combiner="l2"` the features are
     those of `TfidfVectorizer(sublinear_tf=True)` over the hashed n-grams, and the
-    layer is a logistic regression on them (`keras_attn.models.fit_wide_part`
-    fits it so). Distinct n-grams are found by sorting each row: no Python loop,
-    static shapes, XLA-compatible.
+    layer is a logistic regression on them (`fit_text_classifier` fits it so,
+    alone, before the deep part). Distinct n-grams are found by sorting each row:
+    no Python loop, static shapes, XLA-compatible.
 
     `b` exists with `use_bias=True` (a fully padded row then gives `b`, else
     zeros). With `dropout`, each distinct n-gram (each occurrence, for "count"
