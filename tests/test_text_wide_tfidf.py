@@ -244,6 +244,8 @@ def test_mix_picks_the_grid_point_of_least_log_loss_and_folds_it_in():
     }
     alpha, temperature = settings["wide_weight"], settings["temperature"]
     assert losses[(alpha, temperature)] <= min(losses.values()) + 1e-6
+    best = alpha * log_softmax(wide_logits) + (1 - alpha) * log_softmax(deep_logits)
+    assert settings["mix_val_accuracy"] == np.mean(best.argmax(1) == y)
     # The classifier's logits are now t·(α·wide + (1 - α)·deep).
     mixed = temperature * (alpha * wide_logits + (1 - alpha) * deep_logits)
     expected = np.exp(log_softmax(mixed))
@@ -326,6 +328,10 @@ def test_ensemble_refits_the_wide_part_on_every_training_document_only():
     # Refitted on all 60 documents, the carved ones included: every bucket of
     # every document has an IDF, the largest that of a bucket in one document.
     assert s["wide_refit_documents"] == len(texts)
+    # The reported validation accuracy is the mix's before the refit (after it,
+    # the wide part has trained on those documents).
+    assert clf.val_accuracy is not None and 0 <= clf.val_accuracy <= 1
+    assert "mix_val_accuracy" not in s
     hasher = clf.model.wide.hasher()
     seen = sorted(set(_tokenize_all(hasher, texts).ravel()) - {0})
     idf = clf.model.wide.idf.numpy()

@@ -81,6 +81,8 @@ class TextClassifier:
     tokenizer: object
     class_names: list[str]
     history: dict = field(default_factory=dict)
+    #: Accuracy on the validation part (given or carved). With the ensemble's
+    #: wide refit it is the mix's, measured before the refit trained on that part.
     val_accuracy: float | None = None
     seconds_per_epoch: float | None = None
     #: Indices into the training `texts` carved off for early stopping (None when
@@ -715,8 +717,10 @@ def fit_text_classifier(
         shuffle=False,  # the dataset is shuffled
         verbose=verbose,
     )
+    mix_accuracy = None
     if staged and wide_training == "ensemble":
         mix = _choose_mix(net, fitted, validation, y_validation, strategy)
+        mix_accuracy = mix.pop("mix_val_accuracy", None)
         settings.update(mix)
         if validation_indices is not None:
             # The wide part needs no early stopping: once the mix is chosen, it is
@@ -766,7 +770,11 @@ def fit_text_classifier(
             **settings,
         },
     )
-    if validation is not None:
+    if "wide_refit_documents" in settings:
+        # The refitted wide part has seen the validation part: its score there
+        # would be a training score.
+        result.val_accuracy = mix_accuracy
+    elif validation is not None:
         result.val_accuracy = _accuracy(net, validation, y_validation)
     return result
 
@@ -884,8 +892,8 @@ def _fit_wide_part(
 
 def _choose_mix(net, deep_model, validation, y, strategy) -> dict:
     """The mix `t·(α·wide + (1 - α)·deep)` of the two parts' logits of least
-    validation log loss (α = 0.5, t = 1 without validation data), and the deep
-    part's validation accuracy."""
+    validation log loss (α = 0.5, t = 1 without validation data), the deep
+    part's validation accuracy and the mix's (`mix_val_accuracy`)."""
     if validation is None:
         return {"deep_val_accuracy": None, "wide_weight": 0.5, "temperature": 1.0}
     with strategy.scope():
@@ -903,9 +911,10 @@ def _choose_mix(net, deep_model, validation, y, strategy) -> dict:
             log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
             loss = -float(np.mean(log_p[np.arange(len(y)), y]))
             if best is None or loss < best[0] - 1e-12:
-                best = (loss, float(a), float(t))
+                best = (loss, float(a), float(t), float(np.mean(z.argmax(1) == y)))
     return {
         "deep_val_accuracy": float(np.mean(deep_probabilities.argmax(-1) == y)),
+        "mix_val_accuracy": best[3],
         "wide_weight": best[1],
         "temperature": best[2],
     }
