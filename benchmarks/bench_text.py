@@ -311,7 +311,8 @@ def select_wide(names) -> str:
     """`NgramLinear` + softmax alone per feature choice and C, fitted as
     `fit_text_classifier` fits its wide part; the table (inner split only)."""
     from keras_attn.backend import keras
-    from keras_attn.layers.text import HashedNgrams, NgramLinear
+    from keras_attn.layers import NgramLinear
+    from keras_attn.text import HashedNgrams
     from keras_attn.models.text_classifier import (
         WIDE_FIT,
         _tokenize_all,

@@ -132,11 +132,13 @@ def check_choice(name: str, value, choices, where=None):
     return value
 
 
-def check_class_names(class_names, num_classes: int):
-    """`class_names` must be None or a list of `num_classes` names."""
+def check_class_names(class_names, num_classes: int | None = None):
+    """`class_names` must be None or a list of names (of `num_classes` when given)."""
     if class_names is None:
         return None
-    if isinstance(class_names, (str, bytes)) or len(class_names) != num_classes:
+    if isinstance(class_names, (str, bytes)) or not hasattr(class_names, "__len__"):
+        _fail("class_names", "a list of names or None", class_names)
+    if num_classes is not None and len(class_names) != num_classes:
         _fail("class_names", f"a list of num_classes={num_classes} names", class_names)
     return [str(c) for c in class_names]
 

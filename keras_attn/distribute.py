@@ -1,4 +1,4 @@
-"""Choosing a `tf.distribute` strategy, and training a model under one.
+"""Choosing a `tf.distribute` strategy.
 
 `get_strategy(kind)` builds TensorFlow's strategy for where the program runs:
 `"tpu"` (`TPUStrategy` through a `TPUClusterResolver`), `"multi_worker"`
@@ -8,36 +8,27 @@ parameter servers so embedding tables larger than one host fit), `"mirrored"` (t
 local devices), `"default"` (no distribution), or `"auto"`, which reads the
 environment (`choose_kind`).
 
-The fit helpers (`fit_ctr_model`, `fit_text_classifier`, `fit_bert_pretrainer`) take
-`strategy=` (a strategy or one of these kinds) and run on the host, in `tf.data`,
-every raw-value step (string lookups, tokenization), so the replicated model sees
-numbers only: Keras 3 averages a first batch across replicas to build a model under
-a strategy, and that fails on string tensors (`AddN` has no string kernel).
+The fit helpers take `strategy=` (a strategy or one of these kinds; `as_strategy`,
+`model_strategy`); training under one (the input pipelines, resumable epochs,
+checkpoints) is `keras_attn.training`'s.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn._deprecation import moved
+from keras_attn.backend import tf
 
 __all__ = [
     "KINDS",
     "as_strategy",
     "choose_kind",
-    "completed_epochs",
-    "distribute_dataset",
-    "epoch_batches",
-    "fit_callbacks",
     "get_strategy",
     "model_strategy",
-    "check_static_input",
-    "numbers_only",
     "read_tf_config",
-    "steps_per_execution",
-    "weights_checkpoint",
 ]
 
 #: The strategies `get_strategy` builds.
@@ -346,305 +337,16 @@ def model_strategy(model, strategy=None) -> tf.distribute.Strategy:
     )
 
 
-def distribute_dataset(
-    strategy, dataset_fn: Callable, global_batch_size: int, per_pipeline=None
-):
-    """The input of `fit` under `strategy`: one pipeline per input worker.
-
-    On one machine (the default strategy or `MirroredStrategy`), the dataset of the
-    global batch, which Keras splits over the replicas itself. Elsewhere
-    (multi-worker, TPU), `strategy.distribute_datasets_from_function`: each input
-    pipeline builds its own dataset with `dataset_fn(batch_size, input_context)` at
-    the per-replica batch size and keeps its own shard of the batches
-    (`input_context.input_pipeline_id` of `num_input_pipelines`).
-
-    Args:
-        strategy: a `tf.distribute.Strategy`.
-        dataset_fn: `(batch_size, input_context or None) -> tf.data.Dataset` of
-            batches of `batch_size`.
-        global_batch_size: int. Examples per step over all replicas.
-        per_pipeline: bool. Force (True) or forbid (False) one pipeline per input
-            worker; None chooses as above.
-
-    Returns:
-        A `tf.data.Dataset` or a distributed dataset.
-    """
-    replicas = strategy.num_replicas_in_sync
-    if global_batch_size % replicas:
-        raise ValueError(
-            f"`batch_size` must be a multiple of the {replicas} replicas in sync. "
-            f"Received: batch_size={global_batch_size}"
-        )
-    if per_pipeline is None:
-        # MirroredStrategy is one host: Keras splits its global batches itself.
-        per_pipeline = replicas > 1 and not isinstance(
-            strategy, tf.distribute.MirroredStrategy
-        )
-    if not per_pipeline:
-        return dataset_fn(global_batch_size, None)
-
-    def make(context):
-        ds = dataset_fn(context.get_per_replica_batch_size(global_batch_size), context)
-        return ds.shard(context.num_input_pipelines, context.input_pipeline_id)
-
-    return strategy.distribute_datasets_from_function(make)
-
-
-def numbers_only(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`dataset` with boolean tensors (masks) as int32; refuses strings.
-
-    Keras 3 builds a model under a strategy from the replicas' first batch averaged
-    over the replicas (`strategy.reduce("MEAN", ...)`), which has no kernel for
-    strings or booleans. A functional model casts an int32 mask back to its boolean
-    input.
-    """
-    strings = [
-        str(spec)
-        for spec in tf.nest.flatten(dataset.element_spec)
-        if spec.dtype == tf.string
-    ]
-    if strings:
-        raise ValueError(
-            "The input of a replicated model must be numbers: run the string "
-            "preprocessing in tf.data first (e.g. `to_dataset(..., "
-            f"preprocessor=...)`). Received string tensors: {strings}"
-        )
-
-    def cast(*batch):
-        batch = tf.nest.map_structure(
-            lambda t: tf.cast(t, tf.int32) if t.dtype == tf.bool else t, batch
-        )
-        return batch if len(batch) > 1 else batch[0]
-
-    return dataset.map(cast)
-
-
-def check_static_input(dataset) -> None:
-    """Raises unless `dataset` fits a TPU step: numbers only, every shape fixed.
-
-    A TPU (and XLA at large) compiles one program per input shape and runs no
-    string op: batches must be full (`drop_remainder=True`), lengths padded to a
-    fixed size, and the tokenization or lookups done before, in `tf.data`.
-
-    Args:
-        dataset: a `tf.data.Dataset`.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> check_static_input(tf.data.Dataset.range(8).batch(4, drop_remainder=True))
-    """
-    bad = [
-        f"{spec.dtype.name}{spec.shape}"
-        for spec in tf.nest.flatten(dataset.element_spec)
-        if spec.dtype == tf.string or not spec.shape.is_fully_defined()
-    ]
-    if bad:
-        raise ValueError(
-            "`dataset` must give numeric batches of fixed shapes for a TPU / XLA "
-            "step (batch with drop_remainder=True, pad to fixed lengths, tokenize "
-            f"in tf.data). Received element specs: {bad}"
-        )
-
-
-def steps_per_execution(
-    strategy, requested: int, steps_per_epoch: int | None = None
-) -> int:
-    """`requested` steps per call, made safe for Keras and for the epoch's steps.
-
-    - Keras 3.15 runs `steps_per_execution > 1` as a `tf.while_loop` over optional
-      batches, which fails under `MirroredStrategy` / `MultiWorkerMirroredStrategy`
-      with more than one replica ("You must feed a value for placeholder tensor
-      ... while/cond/Placeholder"; seen on two logical CPU devices): 1 there.
-      tf_keras runs it; TPUStrategy keeps the request (untested here: no TPU).
-    - Keras 3 runs whole executions: on an endless dataset, an epoch of
-      `steps_per_epoch` steps trains `ceil(steps_per_epoch / k) * k` of them. The
-      result divides `steps_per_epoch` (the largest divisor <= the request).
-    """
-    k = max(1, int(requested))
-    if (
-        KERAS_3
-        and strategy.num_replicas_in_sync > 1
-        and not isinstance(strategy, tf.distribute.TPUStrategy)
-    ):
-        return 1
-    if steps_per_epoch:
-        k = min(k, steps_per_epoch)
-        while steps_per_epoch % k:
-            k -= 1
-    return k
-
-
-def epoch_batches(
-    tensors,
-    num_rows: int,
-    batch_size: int,
-    shuffle: bool = True,
-    seed: int | None = None,
-    start_epoch: int = 0,
-    drop_remainder: bool = True,
-) -> tf.data.Dataset:
-    """Endless batches of in-memory `tensors` whose order depends only on the epoch.
-
-    Epoch `e` visits the rows in the order `stateless_shuffle(range(num_rows),
-    seed=(seed, e))` (or in order without `shuffle`), so a run that resumes at epoch
-    `start_epoch` (after `BackupAndRestore`) sees the batches an uninterrupted run
-    saw from there. Each epoch is `num_rows // batch_size` batches
-    (`drop_remainder`) or `ceil(num_rows / batch_size)`.
-
-    Args:
-        tensors: nested structure of tensors with `num_rows` rows each.
-        num_rows: int. Rows of each tensor.
-        batch_size: int. Rows per batch.
-        shuffle: bool. Defaults to True.
-        seed: int. Defaults to 0 when None.
-        start_epoch: int. The first epoch to produce. Defaults to 0.
-        drop_remainder: bool. Defaults to True.
-
-    Returns:
-        A `tf.data.Dataset` of batches of `tensors`.
-    """
-    seed = 0 if seed is None else int(seed)
-
-    def order(epoch):
-        rows = tf.range(num_rows, dtype=tf.int64)
-        if shuffle:
-            rows = tf.random.experimental.stateless_shuffle(
-                rows, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
-            )
-        return tf.data.Dataset.from_tensor_slices(rows).batch(
-            batch_size, drop_remainder=drop_remainder
-        )
-
-    ds = tf.data.Dataset.range(start_epoch, 2**62).flat_map(order)
-    ds = ds.map(
-        lambda i: tf.nest.map_structure(lambda t: tf.gather(t, i), tensors),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return ds.prefetch(tf.data.AUTOTUNE)
-
-
-_EPOCHS_FILE = "keras_attn_epochs.json"
-
-
-def completed_epochs(backup_dir) -> int:
-    """Epochs a run with `backup_dir` finished before it stopped (0 if none)."""
-    if backup_dir is None:
-        return 0
-    path = os.path.join(backup_dir, _EPOCHS_FILE)
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return int(json.load(f)["epochs"])
-
-
-class _EpochRecord(keras.callbacks.Callback):
-    """Writes the number of finished epochs next to `BackupAndRestore`'s files
-    (after its backup of that epoch), so a restart knows which data order to
-    resume with; removes it when training ends, as `BackupAndRestore` does its own.
-
-    Under a multi-worker strategy every worker gets the same `backup_dir`, so only
-    the chief writes and removes the record (as `BackupAndRestore` writes its
-    checkpoint there from the chief only); every worker reads it on restart.
-    """
-
-    def __init__(self, backup_dir):
-        super().__init__()
-        self.backup_dir = str(backup_dir)
-
-    def _is_chief(self) -> bool:
-        strategy = getattr(self.model, "distribute_strategy", None)
-        if strategy is None:
-            strategy = tf.distribute.get_strategy()
-        return bool(getattr(strategy.extended, "should_checkpoint", True))
-
-    def on_epoch_end(self, epoch, logs=None):
-        if not self._is_chief():
-            return
-        os.makedirs(self.backup_dir, exist_ok=True)
-        path = os.path.join(self.backup_dir, _EPOCHS_FILE)
-        # A name of this process's own: two writers never share a temporary file.
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"epochs": epoch + 1}, f)
-        os.replace(tmp, path)  # atomic: a kill leaves the old or new one
-
-    def on_train_end(self, logs=None):
-        if not self._is_chief():
-            return
-        path = os.path.join(self.backup_dir, _EPOCHS_FILE)
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-
-
-def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
-    """`callbacks` plus fault tolerance: `BackupAndRestore` and per-epoch weights.
-
-    Args:
-        callbacks: list of Keras callbacks, or None.
-        backup_dir: str. Where `keras.callbacks.BackupAndRestore` keeps the training
-            state: a run killed mid-epoch and started again with the same
-            arguments resumes where the last backup was taken. None: no backup.
-        checkpoint_dir: str. Where `ModelCheckpoint` writes the weights after each
-            epoch (`epoch_{epoch:03d}.weights.h5`). None: no checkpoints.
-
-    Returns:
-        A list of callbacks.
-    """
-    callbacks = list(callbacks or [])
-    if checkpoint_dir is not None:
-        _check_dir("checkpoint_dir", checkpoint_dir)
-        os.makedirs(checkpoint_dir, exist_ok=True)
-        callbacks.append(
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(checkpoint_dir, "epoch_{epoch:03d}.weights.h5"),
-                save_weights_only=True,
-            )
-        )
-    if backup_dir is not None:
-        _check_dir("backup_dir", backup_dir)
-        # The record goes after the backup, so it never names an epoch whose
-        # backup is not written.
-        callbacks.append(keras.callbacks.BackupAndRestore(str(backup_dir)))
-        callbacks.append(_EpochRecord(backup_dir))
-    return callbacks
-
-
-class _WeightsCheckpoint(keras.callbacks.Callback):
-    def __init__(self, model, directory):
-        super().__init__()
-        self.target = model
-        self.directory = str(directory)
-
-    def on_epoch_end(self, epoch, logs=None):
-        strategy = getattr(self.target, "distribute_strategy", None)
-        if strategy is not None and not strategy.extended.should_checkpoint:
-            return  # a multi-worker job: the chief writes, as ModelCheckpoint does
-        path = os.path.join(self.directory, f"epoch_{epoch + 1:03d}.weights.h5")
-        self.target.save_weights(path)
-
-
-def weights_checkpoint(model, checkpoint_dir):
-    """A callback writing `model`'s weights to `checkpoint_dir/epoch_NNN.weights.h5`
-    after each epoch, whichever model the epoch loop trains (e.g. one part of
-    `model`, sharing its weights).
-
-    Args:
-        model: the `keras.Model` whose weights are saved.
-        checkpoint_dir: str. Created if absent.
-
-    Returns:
-        A `keras.callbacks.Callback`.
-    """
-    _check_dir("checkpoint_dir", checkpoint_dir)
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    return _WeightsCheckpoint(model, checkpoint_dir)
-
-
-def _check_dir(name, value):
-    if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise ValueError(
-            f"`{name}` must be a directory path (str). Received: {name}={value!r}"
-        )
+__getattr__ = moved(
+    __name__,
+    {
+        "check_static_input": "keras_attn.training:check_static_input",
+        "completed_epochs": "keras_attn.training:completed_epochs",
+        "distribute_dataset": "keras_attn.training:distribute_dataset",
+        "epoch_batches": "keras_attn.training:epoch_batches",
+        "fit_callbacks": "keras_attn.training:fit_callbacks",
+        "numbers_only": "keras_attn.training:numbers_only",
+        "steps_per_execution": "keras_attn.training:steps_per_execution",
+        "weights_checkpoint": "keras_attn.training:weights_checkpoint",
+    },
+)

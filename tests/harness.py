@@ -49,6 +49,8 @@ _RELOAD_SCRIPT = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
+for module in sys.argv[4:]:  # op libraries a server links (e.g. tensorflow_text)
+    __import__(module)
 # `import tensorflow` itself pulls in parts of keras (its tf.keras lazy loader): what
 # counts is that loading and serving the model imports nothing more of them.
 def _keras_modules():
@@ -59,8 +61,11 @@ loaded = tf.saved_model.load(export_dir)
 serve = loaded.signatures["serving_default"]
 with np.load(inputs_path) as data:
     feeds = {k: tf.constant(data[k]) for k in data.files}
-outputs = serve(**feeds)
-np.savez(outputs_path, **{k: v.numpy() for k, v in outputs.items()})
+outputs = {k: v.numpy() for k, v in serve(**feeds).items()}
+# Strings as bytes arrays: an object array would need pickling to be read back.
+np.savez(outputs_path, **{
+    k: v.astype(bytes) if v.dtype == object else v for k, v in outputs.items()
+})
 forbidden = sorted(_keras_modules() - baseline) + sorted(
     m for m in sys.modules if m.split(".")[0] == "keras_attn"
 )
@@ -123,11 +128,27 @@ def _call(layer, inputs, call_kwargs, training=None):
     return layer(inputs[names[0]], **kwargs, **(call_kwargs or {}))
 
 
+def _dtype_name(array) -> str:
+    """The Keras dtype of an input array: strings (object or bytes) are "string"."""
+    return "string" if array.dtype.kind in "OSU" else array.dtype.name
+
+
 def _keras_inputs(inputs):
     return {
-        name: keras.Input(shape=arr.shape[1:], dtype=arr.dtype.name, name=name)
+        name: keras.Input(shape=arr.shape[1:], dtype=_dtype_name(arr), name=name)
         for name, arr in inputs.items()
     }
+
+
+def _assert_equal_outputs(got, expected, atol, what):
+    """Numbers within `atol`; strings and booleans exactly."""
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if e.dtype.kind in "OSUb":
+            np.testing.assert_array_equal(
+                g.astype(e.dtype), e, err_msg=f"{what} output {i}"
+            )
+        else:
+            np.testing.assert_allclose(g, e, atol=atol, err_msg=f"{what} output {i}")
 
 
 def _functional(layer, inputs, call_kwargs):
@@ -192,20 +213,24 @@ def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
         )
 
 
-def _check_saved_model(model, inputs, expected, atol, tmp):
+def _check_saved_model(model, inputs, expected, atol, tmp, op_libraries=()):
     export_dir = os.path.join(tmp, "export")
     export_saved_model(model, export_dir)
     in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
-    np.savez(in_path, **inputs)
-    proc = run_isolated(_RELOAD_SCRIPT, export_dir, in_path, out_path, cwd=tmp)
+    np.savez(
+        in_path,
+        **{k: v.astype(bytes) if v.dtype == object else v for k, v in inputs.items()},
+    )
+    proc = run_isolated(
+        _RELOAD_SCRIPT, export_dir, in_path, out_path, *op_libraries, cwd=tmp
+    )
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["forbidden_modules"] == [], report
     with np.load(out_path) as data:
         # serving_default names outputs output_0, output_1, ... in model order.
         got = [data[k] for k in sorted(data.files, key=lambda s: int(s.split("_")[-1]))]
     assert len(got) == len(expected), (len(got), len(expected))
-    for i, (g, e) in enumerate(zip(got, expected)):
-        np.testing.assert_allclose(g, e, atol=atol, err_msg=f"SavedModel output {i}")
+    _assert_equal_outputs(got, expected, atol, "SavedModel")
 
 
 def run_layer_test(
@@ -222,6 +247,7 @@ def run_layer_test(
     run_xla: bool = True,
     run_saving: bool = True,
     run_saved_model: bool = True,
+    op_libraries: tuple = (),
     atol: float = 1e-5,
 ):
     """Checks one layer configuration against every keras_attn contract.
@@ -237,6 +263,8 @@ def run_layer_test(
         expected_num_non_trainable_weights: after build.
         call_kwargs: non-tensor call arguments (e.g. `return_attention_scores=True`).
         expected_num_losses: `layer.losses` after a call (regularizers, add_loss).
+        op_libraries: modules the SavedModel's reloading process imports for their
+            ops, as a server links them (e.g. "tensorflow_text").
     """
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
     expected = _flat_shapes(expected_output_shape)
@@ -296,12 +324,11 @@ def run_layer_test(
                 model.save(path)
                 reloaded = keras.models.load_model(path)
                 got = [_numpy(o) for o in _flat_outputs(reloaded(inputs))]
-                for i, (g, e) in enumerate(zip(got, expected_values)):
-                    np.testing.assert_allclose(
-                        g, e, atol=atol, err_msg=f".keras reload output {i}"
-                    )
+                _assert_equal_outputs(got, expected_values, atol, ".keras reload")
             if run_saved_model:
-                _check_saved_model(model, inputs, expected_values, atol, tmp)
+                _check_saved_model(
+                    model, inputs, expected_values, atol, tmp, op_libraries
+                )
     return layer
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from keras_attn.backend import keras, tf
-from keras_attn.layers.text import CandidateSum
+from keras_attn.layers import CandidateSum
 from keras_attn.models import build_aoa_reader
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from keras_attn import distribute
+from keras_attn import distribute, training
 from keras_attn.backend import tf
 
 
@@ -147,7 +147,7 @@ def test_as_strategy_and_model_strategy(monkeypatch):
 def test_epoch_batches_order_is_a_function_of_the_epoch():
     x = tf.range(10, dtype=tf.int64) * 10
     full = [
-        b.numpy().tolist() for b in distribute.epoch_batches(x, 10, 4, seed=3).take(6)
+        b.numpy().tolist() for b in training.epoch_batches(x, 10, 4, seed=3).take(6)
     ]
     # 2 batches per epoch (drop_remainder), each epoch a permutation's first 8.
     assert all(len(b) == 4 for b in full)
@@ -157,12 +157,12 @@ def test_epoch_batches_order_is_a_function_of_the_epoch():
     assert full[0:2] != full[2:4]  # reshuffled
     resumed = [
         b.numpy().tolist()
-        for b in distribute.epoch_batches(x, 10, 4, seed=3, start_epoch=1).take(4)
+        for b in training.epoch_batches(x, 10, 4, seed=3, start_epoch=1).take(4)
     ]
     assert resumed == full[2:6]
-    plain = distribute.epoch_batches(
-        x, 10, 4, shuffle=False, drop_remainder=False
-    ).take(3)
+    plain = training.epoch_batches(x, 10, 4, shuffle=False, drop_remainder=False).take(
+        3
+    )
     assert [b.numpy().tolist() for b in plain] == [
         [0, 10, 20, 30],
         [40, 50, 60, 70],
@@ -171,19 +171,19 @@ def test_epoch_batches_order_is_a_function_of_the_epoch():
 
 
 def test_fit_callbacks_and_completed_epochs(tmp_path):
-    assert distribute.completed_epochs(None) == 0
-    assert distribute.completed_epochs(tmp_path) == 0
-    callbacks = distribute.fit_callbacks(
+    assert training.completed_epochs(None) == 0
+    assert training.completed_epochs(tmp_path) == 0
+    callbacks = training.fit_callbacks(
         None, backup_dir=tmp_path / "b", checkpoint_dir=tmp_path / "c"
     )
     names = [type(c).__name__ for c in callbacks]
     assert names == ["ModelCheckpoint", "BackupAndRestore", "_EpochRecord"]
     callbacks[-1].on_epoch_end(1)
-    assert distribute.completed_epochs(tmp_path / "b") == 2
+    assert training.completed_epochs(tmp_path / "b") == 2
     callbacks[-1].on_train_end()
-    assert distribute.completed_epochs(tmp_path / "b") == 0
+    assert training.completed_epochs(tmp_path / "b") == 0
     with pytest.raises(ValueError, match=r"`backup_dir` must be a directory"):
-        distribute.fit_callbacks(None, backup_dir=3)
+        training.fit_callbacks(None, backup_dir=3)
 
 
 def test_epoch_record_is_written_by_the_chief_only(tmp_path):
@@ -191,7 +191,7 @@ def test_epoch_record_is_written_by_the_chief_only(tmp_path):
     # not the chief neither writes nor removes the record (two writers raced on one
     # temporary file before).
     chief, worker = (
-        distribute.fit_callbacks(None, backup_dir=tmp_path)[-1] for _ in range(2)
+        training.fit_callbacks(None, backup_dir=tmp_path)[-1] for _ in range(2)
     )
     for callback, should_checkpoint in ((chief, True), (worker, False)):
         strategy = SimpleNamespace(
@@ -199,21 +199,21 @@ def test_epoch_record_is_written_by_the_chief_only(tmp_path):
         )
         callback.set_model(SimpleNamespace(distribute_strategy=strategy))
     worker.on_epoch_end(0)
-    assert distribute.completed_epochs(tmp_path) == 0
+    assert training.completed_epochs(tmp_path) == 0
     chief.on_epoch_end(0)
     worker.on_epoch_end(1)
-    assert distribute.completed_epochs(tmp_path) == 1
+    assert training.completed_epochs(tmp_path) == 1
     worker.on_train_end()
-    assert distribute.completed_epochs(tmp_path) == 1
+    assert training.completed_epochs(tmp_path) == 1
     chief.on_train_end()
     chief.on_train_end()  # already removed: no error
-    assert distribute.completed_epochs(tmp_path) == 0
+    assert training.completed_epochs(tmp_path) == 0
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
 
 
 def test_distribute_dataset_checks_the_batch():
     strategy = tf.distribute.get_strategy()
-    ds = distribute.distribute_dataset(
+    ds = training.distribute_dataset(
         strategy, lambda b, ctx: tf.data.Dataset.range(8).batch(b), 4
     )
     assert [len(b) for b in ds] == [4, 4]
@@ -221,7 +221,7 @@ def test_distribute_dataset_checks_the_batch():
     assert np.array_equal(
         next(
             iter(
-                distribute.distribute_dataset(
+                training.distribute_dataset(
                     two, lambda b, ctx: tf.data.Dataset.range(8).batch(b), 8
                 )
             )
@@ -237,7 +237,7 @@ def test_steps_per_execution_divides_the_epoch(requested, steps, expected):
     # Keras 3 runs whole executions: a k that does not divide the epoch trains
     # extra steps on an endless dataset.
     strategy = tf.distribute.get_strategy()
-    assert distribute.steps_per_execution(strategy, requested, steps) == expected
+    assert training.steps_per_execution(strategy, requested, steps) == expected
 
 
 def test_cli_strategy_choices_are_the_kinds():

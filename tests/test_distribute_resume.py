@@ -3,7 +3,7 @@ same arguments (`backup_dir=`) ends with the uninterrupted run's weights.
 
 The worker (`distribute_resume_worker.py`) is seeded, runs with op determinism and
 reads the rows in an order that depends on the epoch only
-(`keras_attn.distribute.epoch_batches`), so the two runs agree to float32
+(`keras_attn.training.epoch_batches`), so the two runs agree to float32
 round-off: atol 1e-6.
 """
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from keras_attn.backend import keras, tf
-from keras_attn.distribute import check_static_input
+from keras_attn.training import check_static_input
 
 BATCH, STEPS = 8, 2
 

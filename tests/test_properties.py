@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import keras_attn.layers as L
-from keras_attn.backend import tf
+from keras_attn.backend import keras, tf
 
 settings.register_profile(
     "ci",
@@ -309,6 +309,84 @@ def _attention_decoder(d):
     return layer, args, dict(source_mask=d.mask(src)), (d.batch, tgt, 7)
 
 
+def _sequence_pooling(d):
+    length, dim = _seq(d)
+    mode = d.choice(["cls", "mean", "max", "flatten"], "mode")
+    layer = L.SequencePooling(mode, dtype=d.policy)
+    width = length * dim if mode == "flatten" else dim
+    return layer, (d.x(length, dim),), dict(mask=d.mask(length)), (d.batch, width)
+
+
+def _predicted_label(d):
+    classes = d.size(2, 5, "classes")
+    return L.PredictedLabel(dtype=d.policy), (d.x(classes),), {}, (d.batch,)
+
+
+def _token_mask(d):
+    sentences, words = d.size(label="sentences"), d.size(label="words")
+    reduce_last = d.choice([False, True], "reduce_last")
+    layer = L.TokenMask(reduce_last=reduce_last, dtype=d.policy)
+    shape = (d.batch, sentences) if reduce_last else (d.batch, sentences, words)
+    return layer, (d.ids(4, sentences, words),), {}, shape
+
+
+def _segment_ids(d):
+    length = d.size(label="length")
+    return L.SegmentIds(dtype=d.policy), (d.ids(9, length),), {}, (d.batch, length)
+
+
+def _placeholder_mask(d):
+    length = d.size(label="length")
+    layer = L.PlaceholderMask(d.size(0, 4, "placeholder_id"), dtype=d.policy)
+    return layer, (d.ids(5, length),), {}, (d.batch, length)
+
+
+def _per_sentence(d):
+    sentences, dim = _seq(d)
+    words = d.size(label="words")
+    gru = keras.layers.GRU(3, return_sequences=True, dtype=d.policy)
+    if d.choice([False, True], "bidirectional"):
+        gru = keras.layers.Bidirectional(gru, dtype=d.policy)
+    layer = L.PerSentence(gru, dtype=d.policy)
+    shape = (d.batch, sentences, words, gru.compute_output_shape((1, words, dim))[-1])
+    args = (d.x(sentences, words, dim),)
+    return layer, args, dict(mask=d.mask(sentences, words)), shape
+
+
+def _candidate_sum(d):
+    length, candidates = d.size(label="length"), d.size(label="candidates")
+    scores = np.abs(d.x(length))
+    args = (scores, d.ids(6, length), d.ids(6, candidates))
+    return L.CandidateSum(dtype=d.policy), args, {}, (d.batch, candidates)
+
+
+def _ngram_linear(d):
+    length, units = d.size(label="length"), d.size(1, 3, "units")
+    layer = L.NgramLinear(
+        units,
+        num_buckets=16,
+        combiner=d.choice(L.COMBINERS, "combiner"),
+        term_weighting=d.choice(L.TERM_WEIGHTINGS, "term_weighting"),
+        idf=d.choice([False, True], "idf"),
+        use_bias=d.choice([False, True], "use_bias"),
+        nb_ratio=d.choice([False, True], "nb_ratio"),
+        dtype=d.policy,
+    )
+    layer.build((None, length))
+    # A table away from its zero start, so the gradients and outputs carry values.
+    layer.kernel.assign(d.rng.normal(size=layer.kernel.shape) * d.scale)
+    return layer, (d.ids(17, length),), {}, (d.batch, units)
+
+
+def _seq2seq_encoder(d):
+    length = d.size(label="length")
+    encoder = d.choice(["bigru", "transformer"], "encoder")
+    layer = L.Seq2SeqEncoder(9, 4, encoder=encoder, dtype=d.policy)
+    width = 8 if encoder == "bigru" else 4
+    ids = d.ids(9, length)
+    return layer, (ids,), {}, [(d.batch, length, width), (d.batch, length)]
+
+
 CASES = {
     "Attention": _attention,
     "AttentionDecoder": _attention_decoder,
@@ -317,6 +395,7 @@ CASES = {
     "AttentionOverAttention": _aoa,
     "AttentionScore": _score,
     "AttentionSequencePooling": _din_pooling,
+    "CandidateSum": _candidate_sum,
     "ContextAttentionPooling": _context_pooling,
     "Dice": _dice,
     "DocumentAttention": _document_attention,
@@ -329,6 +408,14 @@ CASES = {
     "MMoE": _mmoe,
     "MultiHeadAttention": _multi_head,
     "MultiHeadSelfAttention": _self_attention,
+    "NgramLinear": _ngram_linear,
+    "PerSentence": _per_sentence,
+    "PlaceholderMask": _placeholder_mask,
+    "PredictedLabel": _predicted_label,
+    "SegmentIds": _segment_ids,
+    "Seq2SeqEncoder": _seq2seq_encoder,
+    "SequencePooling": _sequence_pooling,
+    "TokenMask": _token_mask,
     "PLE": _ple,
     "PositionEmbedding": _position_embedding,
     "RelativeMultiHeadAttention": _relative,
@@ -373,6 +460,8 @@ def test_valid_inputs_give_finite_outputs_and_gradients(name, policy, data):
         assert sorted(out) == sorted(expected)
         for key, shape in expected.items():
             assert tuple(out[key].shape) == shape, key
+    elif isinstance(expected, list):
+        assert [tuple(o.shape) for o in flat] == expected
     else:
         assert tuple(flat[0].shape) == expected
     for i, o in enumerate(flat):
@@ -446,11 +535,23 @@ INVALID = [
         "layer_norm_epsilon",
         [0.0, float("inf")],
     ),
+    (L.SequencePooling, {}, "mode", ["sum", 1]),
+    (L.PredictedLabel, {}, "class_names", ["pos", 3, b"neg"]),
+    (L.TokenMask, {}, "reduce_last", ["yes", 1]),
+    (L.PlaceholderMask, {}, "placeholder_id", [-1, 1.5, True]),
+    (L.PerSentence, {}, "layer", [None, "gru", 3]),
+    (L.NgramLinear, {}, "units", [0, 1.5, True]),
+    (L.NgramLinear, {"units": 2}, "combiner", ["max", 1]),
+    (L.NgramLinear, {"units": 2}, "term_weighting", ["tfidf", None]),
+    (L.Seq2SeqEncoder, {"vocabulary_size": 5, "units": 4}, "encoder", ["lstm", 1]),
 ]
 
 
-#: Layers without constructor arguments of their own, checked on bad inputs instead.
-NO_ARGUMENTS = {"AttentionOverAttention", "DocumentAttention"}
+#: The cloze heads have no constructor arguments of their own: they are checked on
+#: bad inputs instead.
+CLOZE_HEADS = ("AttentionOverAttention", "DocumentAttention")
+#: Layers without constructor arguments of their own.
+NO_ARGUMENTS = {*CLOZE_HEADS, "CandidateSum", "SegmentIds"}
 
 
 def test_every_public_layer_has_an_invalid_argument_case():
@@ -472,7 +573,7 @@ def test_invalid_arguments_name_the_argument(cls, kwargs, arg, values, data):
         cls(**kwargs, **{arg: value})
 
 
-@pytest.mark.parametrize("name", sorted(NO_ARGUMENTS))
+@pytest.mark.parametrize("name", CLOZE_HEADS)
 @settings(settings.get_profile(PROFILE))
 @given(data=st.data())
 def test_cloze_heads_name_a_bad_input(name, data):

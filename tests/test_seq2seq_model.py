@@ -14,9 +14,9 @@ from keras_attn.models import (
     build_character_vocabulary,
     build_seq2seq,
     encode_characters,
-    export_seq2seq,
     fit_seq2seq,
 )
+from keras_attn.serving import export_seq2seq
 from tests.tf_only import call_in_tensorflow_only_process
 
 

@@ -36,7 +36,12 @@ from keras_attn.serving import (
     signature_dtypes,
     to_arrays,
 )
-from keras_attn.text import SentenceTokenizer, Tokenizer, build_vocabulary
+from keras_attn.text import (
+    HashedNgrams,
+    SentenceTokenizer,
+    Tokenizer,
+    build_vocabulary,
+)
 from tests.harness import run_isolated
 
 pytestmark = pytest.mark.slow
@@ -533,7 +538,7 @@ def test_han_explain_returns_word_and_sentence_attention(served):
     reference = han_attention_model(served["han"])(
         {
             "token_ids": served["tokenizer"](strings),
-            "ngram_ids": wide_layer(served["han"]).hasher()(strings),
+            "ngram_ids": HashedNgrams.matching(wide_layer(served["han"]))(strings),
         }
     )
     np.testing.assert_allclose(

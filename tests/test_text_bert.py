@@ -11,7 +11,7 @@ import keras_attn.models as models
 import keras_attn.models.text_classifier as text_classifier
 from keras_attn.backend import tf
 from keras_attn.cli import main
-from keras_attn.layers.text import SegmentIds
+from keras_attn.layers import SegmentIds
 from keras_attn.models import BertClassifier, TextClassifier, fit_text_classifier
 from keras_attn.serving import export
 from keras_attn.text import Tokenizer

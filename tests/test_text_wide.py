@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from keras_attn.backend import keras, tf
-from keras_attn.layers.text import HashedNgrams, NgramLinear
+from keras_attn.layers import NgramLinear
+from keras_attn.text import HashedNgrams
 from keras_attn.models.text import (
     build_han_classifier,
     build_text_serving_model,
@@ -138,7 +139,7 @@ def test_configs_round_trip():
     assert NgramLinear.from_config(linear.get_config()).get_config() == (
         linear.get_config()
     )
-    assert linear.hasher().get_config()["ngram_widths"] == [1, 3]
+    assert HashedNgrams.matching(linear).get_config()["ngram_widths"] == [1, 3]
 
 
 @pytest.mark.parametrize(
@@ -188,7 +189,7 @@ def test_wide_classifiers_add_the_wide_logits_to_the_deep_ones():
     texts = tf.constant(TRAIN[:4])
     inputs = {
         "token_ids": tokenizer(texts),
-        "ngram_ids": wide_layer(model).hasher()(texts),
+        "ngram_ids": HashedNgrams.matching(wide_layer(model))(texts),
     }
     probabilities = model(inputs)["probabilities"].numpy()
     deep = keras.Model(model.inputs, model.output_dense.output)(inputs)
@@ -217,7 +218,7 @@ def test_wide_export_takes_raw_strings_and_reloads_in_tensorflow_text_only(tmp_p
     # The ids fit_text_classifier feeds in training, computed on the host.
     training_inputs = {
         "token_ids": _tokenize_all(tokenizer, QUERIES),
-        "ngram_ids": _tokenize_all(wide_layer(model).hasher(), QUERIES),
+        "ngram_ids": _tokenize_all(HashedNgrams.matching(wide_layer(model)), QUERIES),
     }
     expected = model(training_inputs)["probabilities"].numpy()
     serving = build_text_serving_model(model, tokenizer, names)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from keras_attn.backend import keras, tf
-from keras_attn.layers.text import COMBINERS, TERM_WEIGHTINGS, HashedNgrams, NgramLinear
+from keras_attn.layers import COMBINERS, TERM_WEIGHTINGS, NgramLinear
+from keras_attn.text import HashedNgrams
 from keras_attn.models.classifier_head import deep_part_model, wide_part_model
 from keras_attn.models.text import build_han_classifier
 from keras_attn.models.text_classifier import (
@@ -300,7 +301,7 @@ def test_residual_fit_keeps_the_wide_part_and_reads_idf_off_the_fitted_part():
     # The "doc 7"-style n-grams of the carved documents never reach the IDF: a
     # bucket in no fitted document has IDF 0 (scikit-learn drops unseen terms),
     # every bucket of the fitted documents its smoothed IDF.
-    hasher = clf.model.wide.hasher()
+    hasher = HashedNgrams.matching(clf.model.wide)
     seen = set(_tokenize_all(hasher, fitted).ravel()) - {0}
     own = set(_tokenize_all(hasher, carved).ravel()) - seen - {0}
     idf = clf.model.wide.idf.numpy()
@@ -332,7 +333,7 @@ def test_ensemble_refits_the_wide_part_on_every_training_document_only():
     # the wide part has trained on those documents).
     assert clf.val_accuracy is not None and 0 <= clf.val_accuracy <= 1
     assert "mix_val_accuracy" not in s
-    hasher = clf.model.wide.hasher()
+    hasher = HashedNgrams.matching(clf.model.wide)
     seen = sorted(set(_tokenize_all(hasher, texts).ravel()) - {0})
     idf = clf.model.wide.idf.numpy()
     assert (idf[seen] >= 1).all()

@@ -26,7 +26,7 @@ from keras_attn.layers import (
     SinusoidalPositionEncoding,
     TransformerEncoderBlock,
 )
-from keras_attn.layers.text import TokenMask
+from keras_attn.layers import TokenMask
 from keras_attn.models import Task, TextClassifier, build_ctr_model, fit_text_classifier
 from keras_attn.models.ctr import fit_ctr_model
 

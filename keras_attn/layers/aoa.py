@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from keras_attn._validation import check_batch_sizes, check_mask_shape, static_shape
-from keras_attn.backend import Layer, as_bool_mask, masked_softmax, register, tf
+from keras_attn.backend import Layer, as_bool_mask, keras, masked_softmax, register, tf
 
 
 @register
@@ -184,4 +184,51 @@ def _check_document_and_query(document_shape, query_shape) -> None:
             "`document` and `query` must have shapes (batch, doc_len, dim) and "
             "(batch, query_len, dim) with the same known dim. Received: "
             f"document.shape={tuple(d_shape)}, query.shape={tuple(q_shape)}"
+        )
+
+
+@register
+class CandidateSum(Layer):
+    """Sums per-position document scores over each candidate word's occurrences.
+
+    `P(c) = Σ_{i : document[i] = c} s_i`, the attention-sum step of the AoA reader
+    (Cui et al. 2017). Padding candidates (id 0) get 0.
+
+    Call arguments:
+        scores: `(batch, doc_len)` float scores (e.g. `AttentionOverAttention`'s).
+        document_ids: int `(batch, doc_len)`.
+        candidate_ids: int `(batch, candidates)`.
+
+    Returns:
+        `(batch, candidates)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> s = np.array([[0.1, 0.2, 0.3, 0.4]], "float32")
+    >>> CandidateSum()(s, np.array([[5, 6, 5, 7]]), np.array([[5, 7, 0]])).numpy()
+    array([[0.4, 0.4, 0. ]], dtype=float32)
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+    def build(self, scores_shape, document_ids_shape, candidate_ids_shape):
+        self.built = True
+
+    def call(self, scores, document_ids, candidate_ids):
+        scores = self.cast_inputs(scores)
+        document_ids = tf.cast(document_ids, tf.int32)
+        candidate_ids = tf.cast(candidate_ids, tf.int32)
+        # (batch, candidates, doc_len): where each candidate occurs.
+        hits = tf.equal(candidate_ids[:, :, tf.newaxis], document_ids[:, tf.newaxis])
+        hits &= tf.not_equal(candidate_ids, 0)[:, :, tf.newaxis]
+        return tf.einsum("bcd,bd->bc", tf.cast(hits, scores.dtype), scores)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, scores, document_ids, candidate_ids):
+        return keras.KerasTensor(
+            (scores.shape[0], candidate_ids.shape[1]), self.compute_dtype
         )

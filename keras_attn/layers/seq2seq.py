@@ -1,4 +1,5 @@
-"""Encoder-decoder attention: BahdanauAttention, LuongAttention and AttentionDecoder.
+"""Encoder-decoder attention: BahdanauAttention, LuongAttention, AttentionDecoder and
+the encoder of the seq2seq model (Seq2SeqEncoder).
 
 The attention that started it all: a decoder that, at each output step, attends over
 the encoder's states. `BahdanauAttention` scores the previous decoder state with the
@@ -28,13 +29,16 @@ from keras_attn.backend import (
     register,
     tf,
 )
+from keras_attn.layers import decoding
+from keras_attn.layers.position import SinusoidalPositionEncoding
 from keras_attn.layers.scores import AttentionScore
+from keras_attn.layers.transformer import TransformerEncoderBlock
 
 LUONG_SCORES = ("dot", "general", "location", "concat")
 CELLS = ("gru", "lstm")
 ATTENTIONS = ("bahdanau", "luong", "none")
+ENCODERS = ("bigru", "transformer")
 # A finite stand-in for log(0): -inf would turn into NaN in `-inf - -inf`.
-_NEG = -1e9
 
 
 def _check_source(query, value, value_mask):
@@ -298,11 +302,6 @@ class LuongAttention(_SourceAttention):
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
         return {**super().get_config(), **config}
-
-
-def _length_penalty(lengths, alpha):
-    """GNMT's length penalty `((5 + |Y|) / 6)^α` (Wu et al. 2016), float32."""
-    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, alpha)
 
 
 @register
@@ -621,31 +620,6 @@ class AttentionDecoder(Layer):
 
     # Decoding ----------------------------------------------------------------------
 
-    def _check_decode_arguments(
-        self, start_token, end_token, max_length, beam_width, length_penalty
-    ):
-        for name, value in (("start_token", start_token), ("end_token", end_token)):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not 0 < value < self.vocabulary_size
-            ):
-                raise ValueError(
-                    f"`{name}` must be an integer id in [1, {self.vocabulary_size}) "
-                    f"(0 is padding). Received: {name}={value!r}"
-                )
-        check_positive_int("max_length", max_length)
-        check_positive_int("beam_width", beam_width)
-        if (
-            isinstance(length_penalty, bool)
-            or not isinstance(length_penalty, (int, float))
-            or length_penalty < 0
-        ):
-            raise ValueError(
-                "`length_penalty` must be a float >= 0. "
-                f"Received: length_penalty={length_penalty!r}"
-            )
-
     def decode(
         self,
         encoder_states,
@@ -686,29 +660,16 @@ class AttentionDecoder(Layer):
             `attention_weights` float32 `(batch, max_length, src_len)`, each step's
             weights (zeros after the end).
         """
-        self._check_decode_arguments(
-            start_token, end_token, max_length, beam_width, length_penalty
-        )
-        encoder_states = self.cast_inputs(encoder_states)
-        source_mask = as_bool_mask(source_mask)
-        check_mask_shape(
-            "source_mask",
-            source_mask,
-            static_shape(encoder_states)[:-1],
-            "encoder_states",
-        )
-        if beam_width == 1:
-            return self._greedy(
-                encoder_states, source_mask, start_token, end_token, max_length
-            )
-        return self._beam_search(
+        search = decoding.greedy_search if beam_width == 1 else decoding.beam_search
+        return self._search(
+            search,
             encoder_states,
             source_mask,
             start_token,
             end_token,
             max_length,
             beam_width,
-            float(length_penalty),
+            length_penalty,
         )
 
     def beam_search(
@@ -725,160 +686,65 @@ class AttentionDecoder(Layer):
 
         Arguments and result as `decode`.
         """
-        self._check_decode_arguments(
-            start_token, end_token, max_length, beam_width, length_penalty
-        )
-        encoder_states = self.cast_inputs(encoder_states)
-        return self._beam_search(
+        return self._search(
+            decoding.beam_search,
             encoder_states,
-            as_bool_mask(source_mask),
+            source_mask,
             start_token,
             end_token,
             max_length,
             beam_width,
-            float(length_penalty),
+            length_penalty,
         )
 
-    def _step_log_probs(self, tokens, carry, encoder_states, source_mask):
-        logits, carry, weights = self._decode_step(
-            tokens, carry, encoder_states, source_mask
-        )
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        # Padding is not an output: id 0 is never chosen.
-        not_padding = tf.range(self.vocabulary_size) > 0
-        log_probs = tf.where(not_padding, log_probs, _NEG)
-        return log_probs, carry, tf.cast(weights, tf.float32)
+    def _search_step(self, tokens, carry, context):
+        """The step function of `keras_attn.layers.decoding`'s searches."""
+        encoder_states, source_mask = context
+        return self._decode_step(tokens, carry, encoder_states, source_mask)
 
-    def _greedy(self, encoder_states, source_mask, start_token, end_token, max_length):
-        batch = tf.shape(encoder_states)[0]
-        src_len = tf.shape(encoder_states)[1]
-        carry = self._initial_carry(encoder_states, source_mask)
-        state = (
-            tf.constant(0),
-            carry,
-            tf.fill([batch], tf.constant(start_token, tf.int32)),
-            tf.zeros([batch], tf.bool),  # finished
-            tf.zeros([batch], tf.int32),  # lengths
-            tf.zeros([batch], tf.float32),  # scores
-            tf.zeros([batch, max_length], tf.int32),
-            tf.zeros([batch, max_length, src_len], tf.float32),
-        )
-
-        def cond(t, carry, tokens, finished, *_):
-            return (t < max_length) & ~tf.reduce_all(finished)
-
-        def body(t, carry, tokens, finished, lengths, scores, ids, attention):
-            log_probs, carry, weights = self._step_log_probs(
-                tokens, carry, encoder_states, source_mask
-            )
-            tokens = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-            tokens = tf.where(finished, 0, tokens)
-            alive = ~finished
-            chosen = tf.gather(log_probs, tokens, batch_dims=1)
-            scores += tf.where(alive, chosen, 0.0)
-            lengths += tf.cast(alive, tf.int32)
-            at_t = tf.one_hot(t, max_length, dtype=tf.int32)  # (max_length,)
-            ids += tokens[:, tf.newaxis] * at_t
-            weights = tf.where(alive[:, tf.newaxis], weights, 0.0)
-            attention += (
-                weights[:, tf.newaxis, :] * tf.cast(at_t, tf.float32)[:, tf.newaxis]
-            )
-            finished |= tokens == end_token
-            return t + 1, carry, tokens, finished, lengths, scores, ids, attention
-
-        out = tf.while_loop(cond, body, state, maximum_iterations=max_length)
-        return {
-            "token_ids": out[6],
-            "lengths": out[4],
-            "scores": out[5],
-            "attention_weights": out[7],
-        }
-
-    def _beam_search(
+    def _search(
         self,
+        search,
         encoder_states,
         source_mask,
         start_token,
         end_token,
         max_length,
         beam_width,
-        alpha,
+        length_penalty,
     ):
-        k, vocab = beam_width, self.vocabulary_size
-        batch = tf.shape(encoder_states)[0]
-        src_len = tf.shape(encoder_states)[1]
-        # Every row's beams side by side: (batch · k, src_len, dim).
-        tiled_states = tf.repeat(encoder_states, k, axis=0)
-        tiled_mask = None if source_mask is None else tf.repeat(source_mask, k, axis=0)
-        carry = self._initial_carry(tiled_states, tiled_mask)
-        # Only beam 0 is live at the start, so the first step does not pick k copies.
-        first = tf.concat([tf.zeros([1]), tf.fill([k - 1], _NEG)], axis=0)
-        state = (
-            tf.constant(0),
-            carry,
-            tf.fill([batch * k], tf.constant(start_token, tf.int32)),
-            tf.zeros([batch, k], tf.bool),  # finished
-            tf.zeros([batch, k], tf.int32),  # lengths
-            tf.tile(first[tf.newaxis], [batch, 1]),  # log-probabilities
-            tf.zeros([batch, k, max_length], tf.int32),
-            tf.zeros([batch, k, max_length, src_len], tf.float32),
+        """Runs `search` (greedy or beam) over this decoder's steps."""
+        decoding.check_search_arguments(
+            self.vocabulary_size,
+            start_token,
+            end_token,
+            max_length,
+            beam_width,
+            length_penalty,
         )
-        # A finished beam's one continuation: padding, at no cost.
-        finished_row = tf.where(tf.range(vocab) == 0, 0.0, _NEG)  # (vocab,)
-
-        def by_parent(x, parent):
-            """Reorders `(batch, k, ...)` by the parent beam of each new beam."""
-            return tf.gather(x, parent, batch_dims=1)
-
-        def cond(t, carry, tokens, finished, *_):
-            return (t < max_length) & ~tf.reduce_all(finished)
-
-        def body(t, carry, tokens, finished, lengths, log_probs, ids, attention):
-            step, carry, weights = self._step_log_probs(
-                tokens, carry, tiled_states, tiled_mask
-            )
-            step = tf.reshape(step, [batch, k, vocab])
-            step = tf.where(finished[..., tf.newaxis], finished_row, step)
-            total = log_probs[..., tf.newaxis] + step  # (batch, k, vocab)
-            new_lengths = lengths + tf.cast(~finished, tf.int32)
-            ranked = total / _length_penalty(new_lengths, alpha)[..., tf.newaxis]
-            _, top = tf.math.top_k(tf.reshape(ranked, [batch, k * vocab]), k)
-            parent, tokens = top // vocab, top % vocab  # (batch, k) each
-            log_probs = tf.gather(
-                tf.reshape(total, [batch, k * vocab]), top, batch_dims=1
-            )
-            parent_finished = by_parent(finished, parent)
-            lengths = by_parent(new_lengths, parent)
-            finished = parent_finished | (tokens == end_token)
-            at_t = tf.one_hot(t, max_length, dtype=tf.int32)
-            ids = by_parent(ids, parent) + tokens[..., tf.newaxis] * at_t
-            weights = by_parent(tf.reshape(weights, [batch, k, -1]), parent)
-            weights = tf.where(parent_finished[..., tf.newaxis], 0.0, weights)
-            attention = (
-                by_parent(attention, parent)
-                + weights[:, :, tf.newaxis, :]
-                * tf.cast(at_t, tf.float32)[:, tf.newaxis]
-            )
-            carry = tuple(
-                tf.reshape(
-                    by_parent(tf.reshape(c, [batch, k, c.shape[-1]]), parent),
-                    [batch * k, c.shape[-1]],
-                )
-                for c in carry
-            )
-            tokens = tf.reshape(tokens, [batch * k])
-            return t + 1, carry, tokens, finished, lengths, log_probs, ids, attention
-
-        out = tf.while_loop(cond, body, state, maximum_iterations=max_length)
-        _, _, _, _, lengths, log_probs, ids, attention = out
-        ranked = log_probs / _length_penalty(lengths, alpha)
-        best = tf.argmax(ranked, axis=-1, output_type=tf.int32)  # (batch,)
-        return {
-            "token_ids": tf.gather(ids, best, batch_dims=1),
-            "lengths": tf.gather(lengths, best, batch_dims=1),
-            "scores": tf.gather(log_probs, best, batch_dims=1),
-            "attention_weights": tf.gather(attention, best, batch_dims=1),
-        }
+        encoder_states = self.cast_inputs(encoder_states)
+        source_mask = as_bool_mask(source_mask)
+        check_mask_shape(
+            "source_mask",
+            source_mask,
+            static_shape(encoder_states)[:-1],
+            "encoder_states",
+        )
+        if source_mask is None:
+            source_mask = tf.ones(tf.shape(encoder_states)[:2], tf.bool)
+        arguments = {}
+        if search is decoding.beam_search:
+            arguments = dict(beam_width=beam_width, length_penalty=length_penalty)
+        return search(
+            self._search_step,
+            self._initial_carry(encoder_states, source_mask),
+            (encoder_states, source_mask),
+            start_token=start_token,
+            end_token=end_token,
+            max_length=max_length,
+            attention_length=tf.shape(encoder_states)[1],
+            **arguments,
+        )
 
     def get_config(self):
         config = {
@@ -893,6 +759,139 @@ class AttentionDecoder(Layer):
             "input_feeding": self.input_feeding,
             "max_source_length": self.max_source_length,
             "bridge": self.bridge,
+            "dropout": self.dropout,
+        }
+        return {**super().get_config(), **config}
+
+
+@register
+class Seq2SeqEncoder(Layer):
+    """Token embedding and encoder of `Seq2Seq`: a BiGRU stack or Transformer blocks.
+
+    Args:
+        vocabulary_size: int. Source vocabulary size; id 0 is padding.
+        units: int. GRU width (the states are `2·units` wide), or the Transformer's
+            model width.
+        embedding_dim: int. Embedding width for "bigru" (the Transformer embeds at
+            `units`). Defaults to `units`.
+        encoder: str. "bigru" or "transformer". Defaults to "bigru".
+        num_layers: int. Encoder depth. Defaults to 1.
+        num_heads: int. Transformer heads; must divide `units`. Defaults to 2.
+        dropout: float. Dropout on the embeddings and inside the blocks. Defaults to 0.
+
+    Call arguments:
+        inputs: int ids `(batch, src_len)`.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `(states, mask)`: `(batch, src_len, dim)` and boolean `(batch, src_len)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> states, mask = Seq2SeqEncoder(20, 8)(np.array([[3, 4, 0]]))
+    >>> states.shape, mask.numpy().tolist()
+    (TensorShape([1, 3, 16]), [[True, True, False]])
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        units: int,
+        embedding_dim: int | None = None,
+        encoder: str = "bigru",
+        num_layers: int = 1,
+        num_heads: int = 2,
+        dropout: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("units", units)
+        check_positive_int("embedding_dim", embedding_dim, allow_none=True)
+        check_choice("encoder", encoder, ENCODERS)
+        check_positive_int("num_layers", num_layers)
+        check_positive_int("num_heads", num_heads)
+        check_rate("dropout", dropout)
+        if encoder == "transformer" and units % num_heads:
+            raise ValueError(
+                "`units` must be divisible by `num_heads`. Received: "
+                f"units={units}, num_heads={num_heads}"
+            )
+        self.vocabulary_size = vocabulary_size
+        self.units = units
+        self.embedding_dim = embedding_dim
+        self.encoder = encoder
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.dropout = dropout
+        policy = self.dtype_policy
+        width = units if encoder == "transformer" else (embedding_dim or units)
+        self.embedding = keras.layers.Embedding(
+            vocabulary_size, width, dtype=policy, name="embedding"
+        )
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="embedding_dropout"
+        )
+        if encoder == "bigru":
+            self.position_encoding = None
+            self.encoder_layers = [
+                keras.layers.Bidirectional(
+                    keras.layers.GRU(units, return_sequences=True, dtype=policy),
+                    dtype=policy,
+                    name=f"bigru_{i}",
+                )
+                for i in range(num_layers)
+            ]
+        else:
+            self.position_encoding = SinusoidalPositionEncoding(
+                dtype=policy, name="position_encoding"
+            )
+            self.encoder_layers = [
+                TransformerEncoderBlock(
+                    num_heads=num_heads,
+                    intermediate_dim=4 * units,
+                    dropout=dropout,
+                    dtype=policy,
+                    name=f"transformer_layer_{i}",
+                )
+                for i in range(num_layers)
+            ]
+
+    def build(self, input_shape):
+        self.embedding.build(input_shape)
+        width = (
+            self.units
+            if self.encoder == "transformer"
+            else (self.embedding_dim or self.units)
+        )
+        shape = (None, None, width)
+        for layer in self.encoder_layers:
+            layer.build(shape)
+            shape = (None, None, 2 * self.units if self.encoder == "bigru" else width)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        mask = tf.not_equal(inputs, tf.zeros([], inputs.dtype))  # (batch, src_len)
+        x = self.embedding(inputs)
+        if self.position_encoding is not None:
+            x = x + tf.cast(self.position_encoding(x), x.dtype)
+        x = self.embedding_dropout(x, training=training)
+        for layer in self.encoder_layers:
+            if self.encoder == "bigru":
+                x = layer(x, mask=mask, training=training)
+            else:
+                x = layer(x, padding_mask=mask, training=training)
+        return x, mask
+
+    def get_config(self):
+        config = {
+            "vocabulary_size": self.vocabulary_size,
+            "units": self.units,
+            "embedding_dim": self.embedding_dim,
+            "encoder": self.encoder,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
             "dropout": self.dropout,
         }
         return {**super().get_config(), **config}

@@ -1,6 +1,7 @@
 """Model classes that keep their settings (functional `keras.Model` subclasses with
 their parts as attributes), their `build_*` spellings, and their training helpers."""
 
+from keras_attn._deprecation import moved
 from keras_attn.models.aoa import (
     AoAReader,
     AoAReaderResult,
@@ -54,11 +55,9 @@ from keras_attn.models.retrieval import (
 from keras_attn.models.seq2seq import (
     SPECIAL_TOKENS,
     Seq2Seq,
-    Seq2SeqEncoder,
     build_character_vocabulary,
     build_seq2seq,
     encode_characters,
-    export_seq2seq,
     fit_seq2seq,
 )
 from keras_attn.models.text import (
@@ -93,7 +92,6 @@ __all__ = [
     "MaskedLMLoss",
     "SPECIAL_TOKENS",
     "Seq2Seq",
-    "Seq2SeqEncoder",
     "SequentialRetrieval",
     "Task",
     "TextClassifier",
@@ -116,7 +114,6 @@ __all__ = [
     "corpus_limits",
     "encode_characters",
     "export_retrieval_index",
-    "export_seq2seq",
     "fit_aoa_reader",
     "fit_bert_pretrainer",
     "fit_ctr_model",
@@ -132,3 +129,11 @@ __all__ = [
     "top_k_metrics",
     "wide_layer",
 ]
+
+__getattr__ = moved(
+    __name__,
+    {
+        "Seq2SeqEncoder": "keras_attn.layers.seq2seq:Seq2SeqEncoder",
+        "export_seq2seq": "keras_attn.serving.seq2seq:export_seq2seq",
+    },
+)

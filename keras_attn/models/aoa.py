@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from keras_attn._validation import check_choice, check_positive_int, check_rate
-from keras_attn.backend import Layer, keras, register, tf
-from keras_attn.layers.aoa import AttentionOverAttention, DocumentAttention
-from keras_attn.layers.text import CandidateSum, PredictedLabel, TokenMask
+from keras_attn.backend import keras, register, tf
+from keras_attn.layers.aoa import (
+    AttentionOverAttention,
+    CandidateSum,
+    DocumentAttention,
+)
+from keras_attn.layers.labels import PredictedLabel
+from keras_attn.layers.token_ids import PlaceholderMask, SegmentIds, TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.bert import check_backbone
 from keras_attn.text.cloze import (
@@ -44,34 +49,6 @@ READER_HEADS = ("aoa", "dot")
 PLACEHOLDER_ID = 2
 
 
-@register
-class _PlaceholderMask(Layer):
-    """True where the ids are the placeholder's `(batch, query_len)`."""
-
-    def __init__(self, placeholder_id: int = PLACEHOLDER_ID, **kwargs):
-        kwargs.setdefault("trainable", False)
-        super().__init__(**kwargs)
-        self.placeholder_id = placeholder_id
-
-    def call(self, inputs):
-        return tf.equal(inputs, tf.constant(self.placeholder_id, inputs.dtype))
-
-    def get_config(self):
-        return {**super().get_config(), "placeholder_id": self.placeholder_id}
-
-
-@register
-class _SegmentIds(Layer):
-    """Segment 0 at every position of a `(batch, length)` id tensor."""
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("trainable", False)
-        super().__init__(**kwargs)
-
-    def call(self, inputs):
-        return tf.zeros_like(inputs, tf.int32)
-
-
 def _check_head(head, placeholder_id, vocabulary_size):
     check_choice("head", head, READER_HEADS)
     check_positive_int("placeholder_id", placeholder_id)
@@ -91,7 +68,7 @@ def _head_layers(head: str, placeholder_id: int) -> dict:
             )
         }
     return {
-        "placeholder_mask": _PlaceholderMask(placeholder_id, name="placeholder_mask"),
+        "placeholder_mask": PlaceholderMask(placeholder_id, name="placeholder_mask"),
         "document_attention": DocumentAttention(name="document_attention"),
     }
 
@@ -297,7 +274,7 @@ class BertClozeReader(FunctionalModel):
         arguments = {"head": head, "placeholder_id": placeholder_id}
         parts = Parts(
             backbone=backbone,
-            segment_ids=_SegmentIds(name="segment_ids"),
+            segment_ids=SegmentIds(name="segment_ids"),
             document_mask=TokenMask(name="document_mask"),
             query_mask=TokenMask(name="query_mask"),
             **_head_layers(head, placeholder_id),

@@ -13,8 +13,9 @@ from keras_attn._validation import (
 )
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
+from keras_attn.layers.pooling import SequencePooling
 from keras_attn.layers.position import PositionEmbedding
-from keras_attn.layers.text import SequencePooling, TokenMask
+from keras_attn.layers.token_ids import TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,

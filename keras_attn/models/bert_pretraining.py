@@ -25,7 +25,7 @@ Inputs and targets are those of `keras_attn.text.pretraining_dataset`.
 
 from __future__ import annotations
 
-from keras_attn import distribute
+from keras_attn import distribute, training
 from keras_attn._validation import check_finite
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
@@ -342,7 +342,7 @@ def fit_bert_pretrainer(
         data: a `tf.data.Dataset` of `(features, labels)` global batches, or a
             function `(batch_size, input_context) -> dataset` called once per input
             pipeline with the per-replica batch size (then `batch_size` is needed);
-            see `keras_attn.distribute.distribute_dataset`.
+            see `keras_attn.training.distribute_dataset`.
         epochs: int. Defaults to 1.
         steps_per_epoch: int. Batches per epoch (needed for an endless dataset).
         batch_size: int. The global batch, with a function `data`.
@@ -386,7 +386,7 @@ def fit_bert_pretrainer(
                 "`batch_size` (the global batch) is needed when `data` is a "
                 "function. Received: batch_size=None"
             )
-        data = distribute.distribute_dataset(
+        data = training.distribute_dataset(
             strategy, data, batch_size, per_pipeline=True
         )
     # Keras 3 says `compiled`, tf_keras `_is_compiled`.
@@ -397,7 +397,7 @@ def fit_bert_pretrainer(
                 learning_rate=learning_rate,
                 nsp_weight=nsp_weight,
                 jit_compile=jit_compile,
-                steps_per_execution=distribute.steps_per_execution(
+                steps_per_execution=training.steps_per_execution(
                     strategy, steps_per_execution, steps_per_epoch
                 ),
             )
@@ -406,7 +406,7 @@ def fit_bert_pretrainer(
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
         validation_data=validation_data,
-        callbacks=distribute.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
+        callbacks=training.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
         shuffle=False,  # the pipeline shuffles (Keras 3 warns otherwise)
         verbose=verbose,
     )

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from keras_attn._validation import check_class_names
 from keras_attn.backend import keras
-from keras_attn.layers.text import NgramLinear, PredictedLabel
+from keras_attn.layers.labels import PredictedLabel
+from keras_attn.layers.wide import NgramLinear
 
 __all__ = [
     "CLASSIFIER_SETTINGS",

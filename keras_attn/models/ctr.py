@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from keras_attn import distribute
+from keras_attn import distribute, training
 from keras_attn._validation import (
     check_bool,
     check_choice,
@@ -931,7 +931,7 @@ def fit_ctr_model(
     def train_dataset(size, context):
         ds = _train_dataset(size)
         # Several replicas: no boolean mask in the batches Keras 3 averages.
-        return distribute.numbers_only(ds) if replicated else ds
+        return training.numbers_only(ds) if replicated else ds
 
     replicated = strategy.num_replicas_in_sync > 1
 
@@ -945,13 +945,13 @@ def fit_ctr_model(
                     )
                 )
             )
-            return distribute.epoch_batches(
+            return training.epoch_batches(
                 (x, y),
                 len(data),
                 size,
                 shuffle=shuffle,
                 seed=seed,
-                start_epoch=distribute.completed_epochs(backup_dir),
+                start_epoch=training.completed_epochs(backup_dir),
             )
         return to_dataset(
             data,
@@ -969,7 +969,7 @@ def fit_ctr_model(
             preprocessor=preprocessor,
         )
 
-    train = distribute.distribute_dataset(strategy, train_dataset, batch_size)
+    train = training.distribute_dataset(strategy, train_dataset, batch_size)
     validation = None
     if validation_data is not None:
         validation = to_dataset(
@@ -980,7 +980,7 @@ def fit_ctr_model(
             preprocessor=preprocessor,
         )
         if replicated:
-            validation = distribute.numbers_only(validation)
+            validation = training.numbers_only(validation)
     if not KERAS_3 and steps is None:
         # tf_keras needs a known number of steps for several steps per execution,
         # and a streamed CSV has none.
@@ -992,7 +992,7 @@ def fit_ctr_model(
             optimizer=optimizer,
             learning_rate=learning_rate,
             jit_compile=jit_compile,
-            steps_per_execution=distribute.steps_per_execution(
+            steps_per_execution=training.steps_per_execution(
                 strategy, steps_per_execution, steps
             ),
         )
@@ -1002,7 +1002,7 @@ def fit_ctr_model(
         epochs=epochs,
         steps_per_epoch=steps,
         validation_data=validation,
-        callbacks=distribute.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
+        callbacks=training.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
         verbose=verbose,
         shuffle=False,
     )

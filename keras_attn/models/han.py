@@ -11,8 +11,9 @@ from keras_attn._validation import (
 )
 from keras_attn.backend import keras, register
 from keras_attn.layers.attention import VALUE_TRANSFORMS, ContextAttentionPooling
+from keras_attn.layers.per_sentence import PerSentence
 from keras_attn.layers.position import SinusoidalPositionEncoding
-from keras_attn.layers.text import PerSentence, TokenMask
+from keras_attn.layers.token_ids import TokenMask
 from keras_attn.layers.transformer import TransformerEncoderBlock
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (

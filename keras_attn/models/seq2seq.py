@@ -4,9 +4,9 @@
 stack, or Transformer encoder blocks) and an `AttentionDecoder` (Bahdanau or Luong
 attention), trained with teacher forcing: dict inputs `source_ids` and
 `decoder_input_ids`, dict output `logits`. `fit_seq2seq` trains it on pairs of
-strings; `export_seq2seq` writes a SavedModel whose `serving_default` takes raw strings
-and returns raw strings (character split, lookup, in-graph decoding, join), so it runs
-in TensorFlow alone or in TF Serving.
+strings; `keras_attn.serving.export_seq2seq` writes a SavedModel whose
+`serving_default` takes raw strings and returns raw strings (character split, lookup,
+in-graph decoding, join), so it runs in TensorFlow alone or in TF Serving.
 
 Character vocabularies: `build_character_vocabulary` lists the special tokens
 (`SPECIAL_TOKENS`: padding "", "[UNK]", "[START]", "[END]", ids 0-3) and then the
@@ -19,32 +19,24 @@ import collections
 
 import numpy as np
 
-from keras_attn._validation import (
-    check_bool,
-    check_choice,
-    check_positive_int,
-    check_rate,
-)
-from keras_attn.backend import Layer, keras, register, tf
-from keras_attn.layers.position import SinusoidalPositionEncoding
-from keras_attn.layers.seq2seq import AttentionDecoder
-from keras_attn.layers.transformer import TransformerEncoderBlock
+from keras_attn._deprecation import moved
+from keras_attn._validation import check_bool, check_positive_int
+from keras_attn.backend import keras, register, tf
+from keras_attn.layers import seq2seq as seq2seq_layers
+from keras_attn.layers.seq2seq import ENCODERS, AttentionDecoder
 
 __all__ = [
     "ENCODERS",
     "SPECIAL_TOKENS",
     "Seq2Seq",
-    "Seq2SeqEncoder",
     "build_character_vocabulary",
     "build_seq2seq",
     "encode_characters",
-    "export_seq2seq",
     "fit_seq2seq",
 ]
 
 SPECIAL_TOKENS = ("", "[UNK]", "[START]", "[END]")
 PAD_ID, UNK_ID, START_ID, END_ID = range(4)
-ENCODERS = ("bigru", "transformer")
 
 
 def build_character_vocabulary(texts, min_count: int = 1) -> list[str]:
@@ -118,139 +110,6 @@ def encode_characters(
 
 
 @register
-class Seq2SeqEncoder(Layer):
-    """Token embedding and encoder of `Seq2Seq`: a BiGRU stack or Transformer blocks.
-
-    Args:
-        vocabulary_size: int. Source vocabulary size; id 0 is padding.
-        units: int. GRU width (the states are `2·units` wide), or the Transformer's
-            model width.
-        embedding_dim: int. Embedding width for "bigru" (the Transformer embeds at
-            `units`). Defaults to `units`.
-        encoder: str. "bigru" or "transformer". Defaults to "bigru".
-        num_layers: int. Encoder depth. Defaults to 1.
-        num_heads: int. Transformer heads; must divide `units`. Defaults to 2.
-        dropout: float. Dropout on the embeddings and inside the blocks. Defaults to 0.
-
-    Call arguments:
-        inputs: int ids `(batch, src_len)`.
-        training: bool, whether dropout is active.
-
-    Returns:
-        `(states, mask)`: `(batch, src_len, dim)` and boolean `(batch, src_len)`.
-
-    Example:
-
-    >>> import numpy as np
-    >>> states, mask = Seq2SeqEncoder(20, 8)(np.array([[3, 4, 0]]))
-    >>> states.shape, mask.numpy().tolist()
-    (TensorShape([1, 3, 16]), [[True, True, False]])
-    """
-
-    def __init__(
-        self,
-        vocabulary_size: int,
-        units: int,
-        embedding_dim: int | None = None,
-        encoder: str = "bigru",
-        num_layers: int = 1,
-        num_heads: int = 2,
-        dropout: float = 0.0,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_positive_int("vocabulary_size", vocabulary_size)
-        check_positive_int("units", units)
-        check_positive_int("embedding_dim", embedding_dim, allow_none=True)
-        check_choice("encoder", encoder, ENCODERS)
-        check_positive_int("num_layers", num_layers)
-        check_positive_int("num_heads", num_heads)
-        check_rate("dropout", dropout)
-        if encoder == "transformer" and units % num_heads:
-            raise ValueError(
-                "`units` must be divisible by `num_heads`. Received: "
-                f"units={units}, num_heads={num_heads}"
-            )
-        self.vocabulary_size = vocabulary_size
-        self.units = units
-        self.embedding_dim = embedding_dim
-        self.encoder = encoder
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.dropout = dropout
-        policy = self.dtype_policy
-        width = units if encoder == "transformer" else (embedding_dim or units)
-        self.embedding = keras.layers.Embedding(
-            vocabulary_size, width, dtype=policy, name="embedding"
-        )
-        self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=policy, name="embedding_dropout"
-        )
-        if encoder == "bigru":
-            self.position_encoding = None
-            self.encoder_layers = [
-                keras.layers.Bidirectional(
-                    keras.layers.GRU(units, return_sequences=True, dtype=policy),
-                    dtype=policy,
-                    name=f"bigru_{i}",
-                )
-                for i in range(num_layers)
-            ]
-        else:
-            self.position_encoding = SinusoidalPositionEncoding(
-                dtype=policy, name="position_encoding"
-            )
-            self.encoder_layers = [
-                TransformerEncoderBlock(
-                    num_heads=num_heads,
-                    intermediate_dim=4 * units,
-                    dropout=dropout,
-                    dtype=policy,
-                    name=f"transformer_layer_{i}",
-                )
-                for i in range(num_layers)
-            ]
-
-    def build(self, input_shape):
-        self.embedding.build(input_shape)
-        width = (
-            self.units
-            if self.encoder == "transformer"
-            else (self.embedding_dim or self.units)
-        )
-        shape = (None, None, width)
-        for layer in self.encoder_layers:
-            layer.build(shape)
-            shape = (None, None, 2 * self.units if self.encoder == "bigru" else width)
-        self.built = True
-
-    def call(self, inputs, training=None):
-        mask = tf.not_equal(inputs, tf.zeros([], inputs.dtype))  # (batch, src_len)
-        x = self.embedding(inputs)
-        if self.position_encoding is not None:
-            x = x + tf.cast(self.position_encoding(x), x.dtype)
-        x = self.embedding_dropout(x, training=training)
-        for layer in self.encoder_layers:
-            if self.encoder == "bigru":
-                x = layer(x, mask=mask, training=training)
-            else:
-                x = layer(x, padding_mask=mask, training=training)
-        return x, mask
-
-    def get_config(self):
-        config = {
-            "vocabulary_size": self.vocabulary_size,
-            "units": self.units,
-            "embedding_dim": self.embedding_dim,
-            "encoder": self.encoder,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "dropout": self.dropout,
-        }
-        return {**super().get_config(), **config}
-
-
-@register
 class Seq2Seq(keras.Model):
     """Encoder + `AttentionDecoder`, for teacher-forced training.
 
@@ -307,7 +166,7 @@ class Seq2Seq(keras.Model):
         name: str = "seq2seq",
         **kwargs,
     ):
-        encoder_layer = Seq2SeqEncoder(
+        encoder_layer = seq2seq_layers.Seq2SeqEncoder(
             source_vocabulary_size,
             units,
             embedding_dim=embedding_dim,
@@ -466,81 +325,10 @@ def fit_seq2seq(
     )
 
 
-class _Seq2SeqServing(tf.Module):
-    """Raw strings in, raw strings out: split, lookup, encode, decode, join."""
-
-    def __init__(self, model, source_vocabulary, target_vocabulary, decode_kwargs):
-        super().__init__()
-        self.encoder = model.encoder
-        self.decoder = model.decoder
-        self.decode_kwargs = decode_kwargs
-        first = len(SPECIAL_TOKENS)
-        self.source_table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                tf.constant(list(source_vocabulary[first:]), tf.string),
-                tf.range(first, len(source_vocabulary), dtype=tf.int32),
-            ),
-            default_value=UNK_ID,
-        )
-        # Special tokens read as "": what comes out is the characters alone.
-        self.target_strings = tf.constant(
-            [""] * first + list(target_vocabulary[first:]), tf.string
-        )
-        self.serve = tf.function(
-            self._serve,
-            autograph=False,  # explicit tf.while_loop: nothing to convert
-            input_signature=[tf.TensorSpec([None], tf.string, name="text")],
-        )
-
-    def _serve(self, text):
-        chars = tf.strings.unicode_split(text, "UTF-8")  # ragged (batch, None)
-        ids = self.source_table.lookup(chars).to_tensor(default_value=PAD_ID)
-        # At least one column, so a batch of empty strings still has a source axis.
-        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]])
-        states, mask = self.encoder(ids)
-        out = self.decoder.decode(
-            states, mask, start_token=START_ID, end_token=END_ID, **self.decode_kwargs
-        )
-        pieces = tf.gather(self.target_strings, out["token_ids"])
-        return {
-            "text": tf.strings.reduce_join(pieces, axis=-1),
-            "scores": out["scores"],
-        }
-
-
-def export_seq2seq(
-    model: Seq2Seq,
-    source_vocabulary,
-    target_vocabulary,
-    export_dir: str,
-    max_length: int = 32,
-    beam_width: int = 1,
-    length_penalty: float = 0.0,
-) -> str:
-    """Writes a SavedModel that turns raw strings into raw strings.
-
-    `serving_default` takes `text` (a batch of strings) and returns `text` (the
-    decoded strings, special tokens dropped) and `scores` (their log-probability).
-    Characters are split with `tf.strings.unicode_split`, looked up in a table, and
-    decoded inside the graph (greedy for `beam_width=1`, else beam search with GNMT's
-    length penalty `length_penalty`), so the export loads in TensorFlow alone.
-
-    Returns:
-        `export_dir`.
-    """
-    check_positive_int("max_length", max_length)
-    check_positive_int("beam_width", beam_width)
-    module = _Seq2SeqServing(
-        model,
-        source_vocabulary,
-        target_vocabulary,
-        {
-            "max_length": max_length,
-            "beam_width": beam_width,
-            "length_penalty": length_penalty,
-        },
-    )
-    tf.saved_model.save(
-        module, export_dir, signatures={"serving_default": module.serve}
-    )
-    return export_dir
+__getattr__ = moved(
+    __name__,
+    {
+        "Seq2SeqEncoder": "keras_attn.layers.seq2seq:Seq2SeqEncoder",
+        "export_seq2seq": "keras_attn.serving.seq2seq:export_seq2seq",
+    },
+)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from keras_attn._validation import check_finite
 from keras_attn.backend import keras
-from keras_attn.layers.text import PredictedLabel, SegmentIds
+from keras_attn.layers.labels import PredictedLabel
+from keras_attn.layers.token_ids import SegmentIds
 from keras_attn.models.aoa import (
     READER_HEADS,
     AoAReader,
@@ -42,6 +43,7 @@ from keras_attn.models.transformer_classifier import (
     TransformerClassifier,
     build_transformer_classifier,
 )
+from keras_attn.text.ngrams import HashedNgrams
 
 __all__ = [
     "READER_HEADS",
@@ -88,9 +90,9 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
     """Raw strings in: the tokenizer layer in front of a trained classifier.
 
     With a wide part (`wide=...`), the `HashedNgrams` layer its `NgramLinear`
-    records (`NgramLinear.hasher()`) computes the `ngram_ids` from the same strings
-    inside the graph: the hashing of training (in `tf.data`) and of serving is one
-    layer. A `BertClassifier` gets each document as one segment: `segment_ids` of
+    records (`HashedNgrams.matching(wide)`) computes the `ngram_ids` from the same
+    strings inside the graph: the hashing of training (in `tf.data`) and of serving
+    is one layer. A `BertClassifier` gets each document as one segment: `segment_ids` of
     zeros (`SegmentIds`) beside the token ids.
 
     Args:
@@ -111,7 +113,7 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
     ids = tokenizer(text)
     wide = wide_layer(classifier)
     if wide is not None:
-        ids = {"token_ids": ids, "ngram_ids": wide.hasher()(text)}
+        ids = {"token_ids": ids, "ngram_ids": HashedNgrams.matching(wide)(text)}
     elif isinstance(classifier, BertClassifier):
         ids = {"token_ids": ids, "segment_ids": SegmentIds(name="segments")(ids)}
     probabilities = classifier(ids)["probabilities"]

@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from keras_attn import distribute
+from keras_attn import distribute, training
 from keras_attn._validation import check_choice, check_int
 from keras_attn.backend import keras, tf
-from keras_attn.layers.text import HashedNgrams
 from keras_attn.models.bert import BertBackbone, BertClassifier
 from keras_attn.models.bert_pretraining import (
     BertPretrainer,
@@ -34,6 +33,7 @@ from keras_attn.precision import (
     resolve_jit_compile,
 )
 from keras_attn.text.datasets import stratified_split
+from keras_attn.text.ngrams import HashedNgrams
 from keras_attn.text.pretraining import pretraining_dataset
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
@@ -110,7 +110,7 @@ class TextClassifier:
         wide = wide_layer(self.model)
         if wide is None:
             return ids
-        return {"token_ids": ids, "ngram_ids": wide.hasher()(texts)}
+        return {"token_ids": ids, "ngram_ids": HashedNgrams.matching(wide)(texts)}
 
     def predict(self, texts) -> list[str]:
         """Predicted class names of a list of raw strings (an empty list gives
@@ -279,34 +279,6 @@ def _vocabulary_limits(texts) -> tuple[int, int]:
             split_words(tf.constant(texts[start : start + 512])).values.shape[0]
         )
     return 50000, (3 if total >= 500_000 else 2)
-
-
-class _WarmUp(keras.callbacks.Callback):
-    """Raises the learning rate linearly from ~0 to its value over `steps` batches."""
-
-    def __init__(self, learning_rate, steps):
-        super().__init__()
-        self.learning_rate = float(learning_rate)
-        self.steps = max(int(steps), 1)
-        self._step = 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self._step < self.steps:
-            self._step += 1
-            rate = self.learning_rate * self._step / self.steps
-            self.model.optimizer.learning_rate.assign(rate)
-
-
-class _EpochTimer(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.times = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.times.append(time.perf_counter() - self._start)
 
 
 def fit_text_classifier(
@@ -657,12 +629,12 @@ def fit_text_classifier(
         if fitted is not net:
             inputs = inputs["token_ids"]
         if shuffle and backup_dir is not None:
-            ds = distribute.epoch_batches(
+            ds = training.epoch_batches(
                 (inputs, y),
                 len(y),
                 batch_size,
                 seed=seed,
-                start_epoch=distribute.completed_epochs(backup_dir),
+                start_epoch=training.completed_epochs(backup_dir),
                 drop_remainder=static,
             )
         else:
@@ -681,12 +653,12 @@ def fit_text_classifier(
     if backup_dir is not None:  # an endless stream: `fit` counts the epochs
         steps = len(texts) // batch_size if static else -(-len(texts) // batch_size)
     val_ds = None
-    timer = _EpochTimer()
-    callbacks = distribute.fit_callbacks([timer], backup_dir, None)
+    timer = training.EpochTimer()
+    callbacks = training.fit_callbacks([timer], backup_dir, None)
     if checkpoint_dir is not None:
-        callbacks.append(distribute.weights_checkpoint(net, checkpoint_dir))
+        callbacks.append(training.weights_checkpoint(net, checkpoint_dir))
     if model != "han":
-        callbacks.append(_WarmUp(learning_rate, -(-len(texts) // batch_size)))
+        callbacks.append(training.WarmUp(learning_rate, -(-len(texts) // batch_size)))
     if validation is not None:
         val_ds = dataset(validation, y_validation, shuffle=False).cache()
         callbacks.append(
@@ -786,7 +758,9 @@ def _model_inputs(tokenizer, wide_part, texts, segments=False) -> dict:
     if segments:
         inputs["segment_ids"] = np.zeros_like(inputs["token_ids"])
     if wide_part is not None:
-        inputs["ngram_ids"] = _tokenize_all(wide_part.hasher(), list(texts))
+        inputs["ngram_ids"] = _tokenize_all(
+            HashedNgrams.matching(wide_part), list(texts)
+        )
     return inputs
 
 
@@ -846,7 +820,7 @@ def _pretrain(
         compile_bert_pretrainer(
             pretrainer, learning_rate=learning_rate, nsp_weight=0.0, **compile_kwargs
         )
-    warm_up = _WarmUp(learning_rate, -(-epochs * steps // 10))
+    warm_up = training.WarmUp(learning_rate, -(-epochs * steps // 10))
     history = fit_bert_pretrainer(
         pretrainer,
         data(None),

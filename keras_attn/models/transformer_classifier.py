@@ -6,8 +6,9 @@ from __future__ import annotations
 from keras_attn._validation import check_choice, check_int, check_positive_int
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.attention import ContextAttentionPooling
+from keras_attn.layers.pooling import SequencePooling
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
-from keras_attn.layers.text import SequencePooling, TokenMask
+from keras_attn.layers.token_ids import TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,

@@ -1,5 +1,6 @@
 """Export for TF Serving (versioned SavedModels with named signatures), warm-up
-records, explain signatures, and the REST/gRPC requests of raw rows."""
+records, explain signatures, the seq2seq export, and the REST/gRPC requests of raw
+rows."""
 
 from keras_attn.serving.export import (
     export,
@@ -15,10 +16,12 @@ from keras_attn.serving.requests import (
     signature_dtypes,
     to_arrays,
 )
+from keras_attn.serving.seq2seq import export_seq2seq
 from keras_attn.serving.warmup import read_warmup, write_warmup
 
 __all__ = [
     "export",
+    "export_seq2seq",
     "export_text_classifier",
     "grpc_request",
     "latest_version",

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from keras_attn.backend import KERAS_3, keras, tf
 from keras_attn.layers import InteractingLayer
-from keras_attn.layers.text import PredictedLabel
+from keras_attn.layers.labels import PredictedLabel
 from keras_attn.models.bert import BertClassifier
 from keras_attn.models.classifier_head import apply_head
 from keras_attn.models.ctr import CTRModel
 from keras_attn.models.han import HANClassifier
 from keras_attn.models.transformer_classifier import TransformerClassifier
+from keras_attn.text.ngrams import HashedNgrams
 
 __all__ = ["ctr_explain_fn", "text_explain_fn"]
 
@@ -93,7 +94,7 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
     """
     label = PredictedLabel(class_names, name="label")
     wide = getattr(classifier, "wide", None)
-    hasher = wide.hasher() if wide is not None else None
+    hasher = HashedNgrams.matching(wide) if wide is not None else None
 
     def model_inputs(text):
         # The classifier's inputs from raw strings, as the serving model makes them:

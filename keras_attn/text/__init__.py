@@ -1,8 +1,9 @@
-"""Text preprocessing on tensorflow-text: tokenizers, sentence splitting, vocabularies,
-cloze questions, BERT pretraining data, and the shipped text samples.
+"""Text preprocessing on tensorflow-text: tokenizers, sentence splitting, hashed
+n-grams, vocabularies, cloze questions, BERT pretraining data, and the shipped text
+samples.
 
 Imports no layer and no model (`keras_attn.models` holds the text models and
-`fit_text_classifier`; `keras_attn.layers.text` the text models' glue layers).
+`fit_text_classifier`; `keras_attn.layers` the layers they are made of).
 """
 
 from keras_attn.text.cloze import (
@@ -18,6 +19,7 @@ from keras_attn.text.datasets import (
     load_review_sample,
     stratified_split,
 )
+from keras_attn.text.ngrams import HashedNgrams
 from keras_attn.text.pretraining import (
     mask_tokens,
     pack_document_windows,
@@ -37,6 +39,7 @@ from keras_attn.text.tokenizers import (
 )
 
 __all__ = [
+    "HashedNgrams",
     "PAD",
     "SHIPPED_VOCABULARIES",
     "UNK",
