@@ -312,12 +312,12 @@ def select_wide(names) -> str:
     `fit_text_classifier` fits its wide part; the table (inner split only)."""
     from keras_attn.backend import keras
     from keras_attn.layers import NgramLinear
-    from keras_attn.text import HashedNgrams
     from keras_attn.models.text_classifier import (
         WIDE_FIT,
         _tokenize_all,
         corpus_limits,
     )
+    from keras_attn.text import HashedNgrams
 
     keys = [(f, c) for f in WIDE_CHOICES for c in WIDE_C]
     rows = [

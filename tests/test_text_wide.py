@@ -8,7 +8,6 @@ import pytest
 
 from keras_attn.backend import keras, tf
 from keras_attn.layers import NgramLinear
-from keras_attn.text import HashedNgrams
 from keras_attn.models.text import (
     build_han_classifier,
     build_text_serving_model,
@@ -22,7 +21,7 @@ from keras_attn.models.text_classifier import (
     fit_text_classifier,
 )
 from keras_attn.serving import export_text_classifier
-from keras_attn.text import SentenceTokenizer, build_vocabulary
+from keras_attn.text import HashedNgrams, SentenceTokenizer, build_vocabulary
 from tests.harness import run_isolated
 from tests.test_text_serving import _RELOAD, QUERIES, TRAIN
 

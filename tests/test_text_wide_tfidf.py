@@ -7,7 +7,6 @@ import pytest
 
 from keras_attn.backend import keras, tf
 from keras_attn.layers import COMBINERS, TERM_WEIGHTINGS, NgramLinear
-from keras_attn.text import HashedNgrams
 from keras_attn.models.classifier_head import deep_part_model, wide_part_model
 from keras_attn.models.text import build_han_classifier
 from keras_attn.models.text_classifier import (
@@ -19,6 +18,7 @@ from keras_attn.models.text_classifier import (
     _tokenize_all,
     fit_text_classifier,
 )
+from keras_attn.text import HashedNgrams
 from tests.test_text_wide import _tiny_han
 
 DOCS = [
@@ -95,8 +95,12 @@ def _numpy_nb_ratios(ids, labels, units, num_buckets, alpha):
     seen = sorted(set().union(*sets))
     ratio = np.zeros((num_buckets + 1, units))
     for k in range(units):
-        p = {g: alpha + sum(g in d for d, y in zip(sets, labels) if y == k) for g in seen}
-        q = {g: alpha + sum(g in d for d, y in zip(sets, labels) if y != k) for g in seen}
+        p = {
+            g: alpha + sum(g in d for d, y in zip(sets, labels) if y == k) for g in seen
+        }
+        q = {
+            g: alpha + sum(g in d for d, y in zip(sets, labels) if y != k) for g in seen
+        }
         p_sum, q_sum = sum(p.values()), sum(q.values())
         for g in seen:
             ratio[g, k] = np.log((p[g] / p_sum) / (q[g] / q_sum))

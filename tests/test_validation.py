@@ -24,9 +24,9 @@ from keras_attn.layers import (
     RelativeMultiHeadAttention,
     SharedTransformerEncoder,
     SinusoidalPositionEncoding,
+    TokenMask,
     TransformerEncoderBlock,
 )
-from keras_attn.layers import TokenMask
 from keras_attn.models import Task, TextClassifier, build_ctr_model, fit_text_classifier
 from keras_attn.models.ctr import fit_ctr_model
 

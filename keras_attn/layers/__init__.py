@@ -7,8 +7,8 @@ from keras_attn.layers.aoa import (
 )
 from keras_attn.layers.attention import Attention, ContextAttentionPooling
 from keras_attn.layers.autoint import InteractingLayer
-from keras_attn.layers.decoding import beam_search, greedy_search
 from keras_attn.layers.dcn import FeatureCross
+from keras_attn.layers.decoding import beam_search, greedy_search
 from keras_attn.layers.din import AttentionSequencePooling, Dice, LocalActivationUnit
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.field_embedding import FieldEmbedding
