@@ -110,8 +110,6 @@ def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> di
     start = time.perf_counter()
     fit_ctr_model(
         model,
-        specs,
-        tasks,
         train,
         epochs=epochs,
         batch_size=CONFIG["batch"],

@@ -136,8 +136,6 @@ def run_keras_attn(
     # on full batches; `model` keeps the preprocessing and takes raw values.
     fit_ctr_model(
         model,
-        specs,
-        tasks,
         train,
         epochs=epochs,
         batch_size=CONFIG["batch"],

@@ -145,8 +145,6 @@ def run_keras_attn(
     start = time.perf_counter()
     fit_ctr_model(
         model,
-        specs,
-        tasks,
         train,
         epochs=epochs,
         batch_size=CONFIG["batch"],

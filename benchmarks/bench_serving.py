@@ -109,7 +109,7 @@ def build_exports(folder: Path) -> dict:
         gate="attention",
         name="census_mmoe",
     )
-    fit_ctr_model(model, specs, tasks, df, batch_size=256, jit_compile=False, verbose=0)
+    fit_ctr_model(model, df, batch_size=256, jit_compile=False, verbose=0)
     ctr = export(model, folder / "census_mmoe", features=specs, explain=True)
     arrays = to_arrays(df.iloc[:64], signature_dtypes(ctr), specs)
     ctr_feeds = {

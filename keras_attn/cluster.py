@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 from keras_attn.backend import keras, tf
 from keras_attn.features.dataset import to_dataset
-from keras_attn.models.ctr import _as_tasks, split_ctr_model
+from keras_attn.models.ctr import as_tasks, split_ctr_model
 
 __all__ = [
     "ShardedAdagrad",
@@ -306,13 +306,13 @@ def fit_ctr_with_coordinator(
     Returns:
         The loss of each step.
     """
-    tasks = _as_tasks(tasks)
+    tasks = as_tasks(tasks)
     if len(data) < batch_size:
         raise ValueError(
             f"`data` must hold at least one full batch of `batch_size` rows. "
             f"Received: {len(data)} rows, batch_size={batch_size}"
         )
-    preprocessor, core = split_ctr_model(model, features)
+    preprocessor, core = split_ctr_model(model)
     # One batch of every row: the encoded columns, as tensors in the coordinator.
     encoded = to_dataset(
         data, features, tasks, batch_size=len(data), preprocessor=preprocessor

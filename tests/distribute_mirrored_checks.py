@@ -117,8 +117,6 @@ def ctr_check(gate, history=False):
     def train(model, strategy):
         fit_ctr_model(
             model,
-            specs,
-            tasks,
             df,
             batch_size=GLOBAL_BATCH,
             shuffle=False,
@@ -133,7 +131,7 @@ def ctr_check(gate, history=False):
     strategy = mirrored()
     with strategy.scope():
         model = build()
-    fit_ctr_model(model, specs, tasks, df, batch_size=8, verbose=0, jit_compile=False)
+    fit_ctr_model(model, df, batch_size=8, verbose=0, jit_compile=False)
     raw = {c: tf.constant(df[c].to_numpy()) for c in df if c not in tasks}
     raw["age"] = tf.cast(raw["age"], tf.float32)
     out = model(raw)
@@ -267,14 +265,14 @@ def raw_fit_check():
     """`model.fit` on raw strings under the strategy: Keras 3.15 averages the first
     batch across replicas to build the model and fails on strings."""
     from keras_attn.features import infer_features, to_dataset
-    from keras_attn.models import build_ctr_model, compile_ctr_model
+    from keras_attn.models import build_ctr_model
 
     df = ctr_frame()
     specs = infer_features(df, labels=["click", "buy"])
     strategy = mirrored()
     with strategy.scope():
         model = build_ctr_model(specs, ["click", "buy"], num_experts=2)
-        compile_ctr_model(model, ["click", "buy"])
+        model.compile()
     try:
         model.fit(to_dataset(df, specs, ["click", "buy"], batch_size=8), verbose=0)
         return {"ok": True, "trains": True}

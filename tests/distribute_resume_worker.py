@@ -63,8 +63,6 @@ def main(work_dir, out, marker=None):
     )
     fit_ctr_model(
         model,
-        specs,
-        ["click", "buy"],
         df,
         epochs=3,
         batch_size=16,

@@ -142,8 +142,6 @@ def _train_ctr(strategy, args, task_id):
     # core holds the trainable weights (see fit_ctr_model).
     history = fit_ctr_model(
         model,
-        specs,
-        tasks,
         df,
         epochs=args.epochs,
         batch_size=args.batch,
@@ -188,7 +186,7 @@ def _train_ctr_loop(strategy, args, task_id, model, df, specs, tasks):
     from keras_attn.models import split_ctr_model
 
     with strategy.scope():
-        preprocessor, core = split_ctr_model(model, specs)
+        preprocessor, core = split_ctr_model(model)
         optimizer = keras.optimizers.Adam(1e-2)
     # Every row encoded once on the host; the core trains on the encoded rows.
     x, y = to_dataset(

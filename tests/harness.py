@@ -159,12 +159,16 @@ def _functional(layer, inputs, call_kwargs):
 
 
 def _fit_once(model, inputs, jit_compile=False):
-    """One optimizer step on an MSE to random targets; returns the loss."""
-    flat = _flat_outputs(model(inputs))
+    """One optimizer step on an MSE to random targets; returns the loss. Outputs
+    that are not floats (masks, ids) get no loss."""
+    flat = [_numpy(o) for o in _flat_outputs(model(inputs))]
     rng = np.random.default_rng(0)
-    targets = [rng.normal(size=_numpy(o).shape).astype("float32") for o in flat]
+    targets = [rng.normal(size=o.shape).astype("float32") for o in flat]
+    losses = ["mse" if _is_floating(o) else None for o in flat]
     model.compile(
-        optimizer=keras.optimizers.Adam(1e-2), loss="mse", jit_compile=jit_compile
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=losses if len(losses) > 1 else losses[0],
+        jit_compile=jit_compile,
     )
     history = model.fit(
         inputs,

@@ -1,6 +1,7 @@
 """build_ctr_model: MMoE/PLE/shared bottom, AutoInt, DIN, on raw feature inputs."""
 
 import os
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -81,7 +82,7 @@ def test_mmoe_learns_both_tasks(gate):
     specs = infer_features(df, labels=["click", "buy"])
     tasks = [Task("click"), Task("buy", loss_weight=2.0)]
     model = build_ctr_model(specs, tasks, **TINY, gate=gate)
-    compile_ctr_model(model, tasks, learning_rate=0.02)
+    model.compile(learning_rate=0.02)
     ds = to_dataset(df, specs, tasks, batch_size=64, shuffle=True, seed=0)
     model.fit(ds, epochs=15, verbose=0)
     logs = model.evaluate(
@@ -200,7 +201,10 @@ def test_builder_validation():
     with pytest.raises(ValueError, match="shares 'age', which is not a categorical"):
         build_ctr_model(bad_seq, ["click"])
     model = build_ctr_model(specs, ["click"], **TINY)
-    with pytest.raises(ValueError, match=r"Tasks \['buy'\] are not outputs"):
+    with (
+        pytest.warns(DeprecationWarning, match="compile_ctr_model"),
+        pytest.raises(ValueError, match=r"Tasks \['buy'\] are not outputs"),
+    ):
         compile_ctr_model(model, ["buy"])
 
 
@@ -209,7 +213,7 @@ def test_compile_wires_loss_weights_and_auc():
     specs = infer_features(df, labels=["click", "buy"])
     tasks = [Task("click", loss_weight=0.0), Task("buy")]
     model = build_ctr_model(specs, tasks, **TINY)
-    compile_ctr_model(model, tasks, learning_rate=0.01)
+    model.compile(learning_rate=0.01)
     logs = model.evaluate(to_dataset(df, specs, tasks, 64), return_dict=True, verbose=0)
     assert {"click_auc", "buy_auc"} <= set(logs)
     # With weight 0 on click the total is the buy loss alone.
@@ -221,7 +225,7 @@ def test_split_model_composes_to_the_whole_on_raw_rows(gate):
     df = _synthetic(32)
     specs = infer_features(df, labels=["click", "buy"])
     model = build_ctr_model(specs, ["click", "buy"], **TINY, gate=gate)
-    preprocessor, core = split_ctr_model(model, specs)
+    preprocessor, core = split_ctr_model(model)
     encoded = preprocessor(_rows())  # an unseen city, a missing age
     assert sorted(encoded) == ["categorical_ids", "numeric_preprocessing"]
     assert encoded["categorical_ids"].dtype.is_integer
@@ -231,7 +235,10 @@ def test_split_model_composes_to_the_whole_on_raw_rows(gate):
         np.testing.assert_allclose(parts[name].numpy(), whole[name].numpy(), atol=1e-6)
     # One set of weights: the core's are the model's own variables.
     assert {id(w) for w in core.weights} <= {id(w) for w in model.weights}
-    with pytest.raises(ValueError, match="`features` must be the feature specs"):
+    with (
+        pytest.warns(DeprecationWarning, match="split_ctr_model"),
+        pytest.raises(ValueError, match="`features` must be the feature specs"),
+    ):
         split_ctr_model(model, _din_specs())
 
 
@@ -240,7 +247,7 @@ def test_split_din_model_cuts_histories_and_masks():
     model = build_ctr_model(
         specs, ["click"], embedding_dim=4, bottom_units=(8,), din_hidden_units=(8,)
     )
-    preprocessor, core = split_ctr_model(model, specs)
+    preprocessor, core = split_ctr_model(model)
     rows = _din_rows(["i1|i2|i3|i4", "", "i9"])
     encoded = preprocessor(rows)
     assert encoded["hist_item_mask"].dtype == tf.bool
@@ -262,8 +269,6 @@ def test_fit_ctr_model_trains_the_model_that_takes_raw_values():
     before = model(_rows())["click"].numpy()
     history = fit_ctr_model(
         model,
-        specs,
-        tasks,
         df,
         epochs=15,
         batch_size=64,
@@ -288,11 +293,9 @@ def test_fit_ctr_model_under_xla_matches_the_raw_model():
     df = _synthetic(256)
     specs = infer_features(df, labels=["click", "buy"])
     model = build_ctr_model(specs, ["click", "buy"], **TINY)
-    history = fit_ctr_model(
-        model, specs, ["click", "buy"], df, batch_size=100, jit_compile=True, verbose=0
-    )
+    history = fit_ctr_model(model, df, batch_size=100, jit_compile=True, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
-    preprocessor, core = split_ctr_model(model, specs)
+    preprocessor, core = split_ctr_model(model)
     for name, value in model(_rows()).items():
         np.testing.assert_allclose(
             core(preprocessor(_rows()))[name].numpy(), value.numpy(), atol=1e-6
@@ -314,8 +317,6 @@ def test_fit_ctr_model_epochs_are_full_batches_of_the_rows():
 
     fit_ctr_model(
         model,
-        specs,
-        ["click", "buy"],
         df,
         epochs=3,
         batch_size=100,
@@ -326,4 +327,47 @@ def test_fit_ctr_model_epochs_are_full_batches_of_the_rows():
     )
     assert counts == [2, 2, 2]  # 250 rows: two full batches of 100 per epoch
     with pytest.raises(ValueError, match=r"250 rows, batch_size=256"):
-        fit_ctr_model(model, specs, ["click", "buy"], df, batch_size=256, verbose=0)
+        fit_ctr_model(model, df, batch_size=256, verbose=0)
+
+
+def test_the_model_owns_its_tasks_and_the_old_spellings_warn():
+    df = _synthetic(64)
+    specs = infer_features(df, labels=["click", "buy"])
+    tasks = [Task("click", loss_weight=0.0), Task("buy")]
+    model = build_ctr_model(specs, tasks, **TINY)
+    # compile_ctr_model(model) is model.compile(): the model's tasks and weights.
+    compile_ctr_model(model, learning_rate=0.01)
+    logs = model.evaluate(to_dataset(df, specs, tasks, 64), return_dict=True, verbose=0)
+    assert logs["loss"] == pytest.approx(logs["buy_loss"], rel=1e-4)
+    # A plain model (the core) has no tasks of its own: they must be given.
+    _, core = split_ctr_model(model)
+    with pytest.raises(ValueError, match="`tasks` must be given"):
+        compile_ctr_model(core)
+    # The old spellings: they warn, and the tasks given are used as before.
+    with pytest.warns(DeprecationWarning, match=r"model\.compile"):
+        compile_ctr_model(model, [Task("click"), Task("buy", loss_weight=0.0)])
+    logs = model.evaluate(to_dataset(df, specs, tasks, 64), return_dict=True, verbose=0)
+    assert logs["loss"] == pytest.approx(logs["click_loss"], rel=1e-4)
+    with pytest.warns(DeprecationWarning, match="split_ctr_model"):
+        split_ctr_model(model, specs)
+    for call in (
+        lambda: fit_ctr_model(model, specs, tasks, df, batch_size=32, verbose=0),
+        lambda: fit_ctr_model(model, specs, tasks, data=df, batch_size=32, verbose=0),
+        lambda: fit_ctr_model(
+            model, data=df, features=specs, tasks=tasks, batch_size=32, verbose=0
+        ),
+    ):
+        with pytest.warns(
+            DeprecationWarning, match="`fit_ctr_model\\(model, \\.\\.\\.\\)`"
+        ):
+            history = call()
+        assert len(history.history["loss"]) == 1
+    # The new spelling: data alone, positional or by keyword, and no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        fit_ctr_model(model, df, batch_size=32, verbose=0)
+        fit_ctr_model(model, data=df, batch_size=32, verbose=0)
+    with pytest.raises(TypeError, match="options by keyword"):
+        fit_ctr_model(model, specs, tasks, df, 2)
+    with pytest.raises(ValueError, match="`data` must be a DataFrame"):
+        fit_ctr_model(model)

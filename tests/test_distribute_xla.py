@@ -71,7 +71,7 @@ def test_ctr_core_step_compiles(bfloat16):
         din_hidden_units=(8,),
         interacting_layers=1,
     )
-    preprocessor, core = split_ctr_model(model, specs)
+    preprocessor, core = split_ctr_model(model)
     ds = to_dataset(
         df,
         specs,

@@ -301,7 +301,7 @@ def test_to_dataset_with_a_preprocessor_encodes_frames_once_and_csv_batches(tmp_
     df = _frame()
     specs = _specs()
     model = build_ctr_model(specs, ["click"], embedding_dim=2, bottom_units=(2,))
-    preprocessor, _ = split_ctr_model(model, specs)
+    preprocessor, _ = split_ctr_model(model)
     ((raw, _),) = list(to_dataset(df, specs, ["click"], batch_size=6))
     expected = {k: v.numpy() for k, v in preprocessor(raw).items()}
     path = tmp_path / "data.csv"

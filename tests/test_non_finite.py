@@ -101,8 +101,6 @@ def test_census_with_inf_trains_finite_and_exports_inf_as_missing(tmp_path):
     )
     history = fit_ctr_model(
         model,
-        specs,
-        tasks,
         df,
         batch_size=100,
         learning_rate=0.01,

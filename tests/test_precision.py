@@ -125,16 +125,16 @@ def test_ctr_model_in_bfloat16_trains_with_float32_outputs(monkeypatch):
     assert model.multitask.compute_dtype == "bfloat16"
     assert "bfloat16" in _compute_dtypes(model)
     with pytest.raises(ValueError, match="policy the model was built under"):
-        fit_ctr_model(model, specs, tasks, df, batch_size=32, mixed_precision="float32")
+        fit_ctr_model(model, df, batch_size=32, mixed_precision="float32")
     compiled = []
-    original = ctr.compile_ctr_model
+    original = ctr._compile_for_tasks
 
-    def spy(model, tasks, **kwargs):
+    def spy(model, tasks, *args, **kwargs):
         compiled.append(kwargs.get("jit_compile"))
-        return original(model, tasks, **kwargs)
+        return original(model, tasks, *args, **kwargs)
 
-    monkeypatch.setattr(ctr, "compile_ctr_model", spy)
-    history = fit_ctr_model(model, specs, tasks, df, batch_size=32, verbose=0)
+    monkeypatch.setattr(ctr, "_compile_for_tasks", spy)
+    history = fit_ctr_model(model, df, batch_size=32, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     # The core's compile: "auto" by the rule (fit_ctr_model's default: XLA with an
     # accelerator only).
@@ -151,7 +151,7 @@ def test_ctr_model_in_bfloat16_trains_with_float32_outputs(monkeypatch):
     # fit_ctr_model's "auto" in float32 too: XLA only with an accelerator (on a CPU
     # every short fit of the CTR benchmarks took longer with XLA's compile).
     first = len(compiled)  # the core's compile, then the raw model's
-    fit_ctr_model(plain, specs, tasks, df, batch_size=32, verbose=0)
+    fit_ctr_model(plain, df, batch_size=32, verbose=0)
     assert compiled[first] is precision.has_accelerator()
 
 

@@ -63,9 +63,7 @@ def trained(tmp_path_factory):
     )
     # Trained the fast way: the core on ids encoded once. The export must still
     # take raw rows, through the same (shared) preprocessing layers.
-    fit_ctr_model(
-        model, specs, tasks, df, batch_size=200, learning_rate=0.01, jit_compile=False
-    )
+    fit_ctr_model(model, df, batch_size=200, learning_rate=0.01, jit_compile=False)
     return model, specs, df
 
 

@@ -227,7 +227,7 @@ def test_ctr_batch_size_and_empty_frames_are_named_errors():
     df = pd.DataFrame({"c": ["a", "b"] * 4, "x": np.arange(8.0), "y": [0, 1] * 4})
     model = build_ctr_model(specs, ["y"], embedding_dim=2, tower_units=(2,))
     with pytest.raises(ValueError, match="`batch_size` must be a positive integer"):
-        fit_ctr_model(model, specs, ["y"], df, batch_size=0)
+        fit_ctr_model(model, df, batch_size=0)
     with pytest.raises(ValueError, match="`data` must have at least one row"):
         to_dataset(df.iloc[:0], specs)
 

@@ -88,8 +88,6 @@ def run_ctr_quickstart(
     # would compile longer than these few thousand rows take to train.)
     fit_ctr_model(
         model,
-        specs,
-        tasks,
         train,
         epochs=epochs,
         batch_size=256,

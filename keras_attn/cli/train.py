@@ -113,8 +113,6 @@ def train_ctr(args: argparse.Namespace) -> int:
     # of the model trains on the ids, on full batches. The export takes raw rows.
     history = fit_ctr_model(
         model,
-        specs,
-        tasks,
         args.data,
         epochs=args.epochs,
         batch_size=args.batch_size,

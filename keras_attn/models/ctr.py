@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from keras_attn import distribute, training
+from keras_attn._deprecation import warn_deprecated
 from keras_attn._validation import (
     check_bool,
     check_choice,
@@ -63,8 +64,10 @@ __all__ = [
     "MULTITASK",
     "CTRModel",
     "Task",
+    "as_tasks",
     "build_ctr_model",
     "compile_ctr_model",
+    "ctr_features_and_tasks",
     "fit_ctr_model",
     "gate_weights_model",
     "split_ctr_model",
@@ -140,7 +143,8 @@ class Task:
         }
 
 
-def _as_tasks(tasks) -> list[Task]:
+def as_tasks(tasks) -> list[Task]:
+    """`Task`s from tasks or task names (one or a list); names must be unique."""
     if isinstance(tasks, (str, Task)):
         tasks = [tasks]
     out = [t if isinstance(t, Task) else Task(t) for t in tasks]
@@ -297,7 +301,7 @@ class CTRModel(FunctionalModel):
         name: str = "ctr",
         **kwargs,
     ):
-        tasks = _as_tasks(
+        tasks = as_tasks(
             [Task(**t) if isinstance(t, dict) else t for t in _listed(tasks)]
         )
         features = _as_specs(features)
@@ -471,6 +475,41 @@ class CTRModel(FunctionalModel):
         self.features = features
         self.tasks = tasks
 
+    def compile(
+        self,
+        optimizer="adam",
+        loss=None,
+        loss_weights=None,
+        metrics=None,
+        learning_rate: float | None = None,
+        **kwargs,
+    ):
+        """Keras' `compile`, with the model's tasks as its defaults.
+
+        Without `loss`, each task's output gets the task's loss, loss weight and
+        metrics (`Task`); given a `loss`, the arguments go to Keras as given.
+
+        Args:
+            optimizer: a Keras optimizer or its name. Defaults to "adam".
+            loss, loss_weights, metrics: as Keras' (None: the tasks').
+            learning_rate: float or schedule. Sets the optimizer's learning rate
+                when given.
+            **kwargs: passed to `keras.Model.compile` (e.g. `jit_compile`).
+        """
+        if loss is None:
+            loss = {t.name: t.loss for t in self.tasks}
+            if loss_weights is None:
+                loss_weights = {t.name: t.loss_weight for t in self.tasks}
+            if metrics is None:
+                metrics = {t.name: t.build_metrics() for t in self.tasks}
+        super().compile(
+            optimizer=_optimizer(optimizer, learning_rate),
+            loss=loss,
+            loss_weights=loss_weights,
+            metrics=metrics,
+            **kwargs,
+        )
+
     @property
     def preprocessor(self):
         """The model from the raw inputs to the encoded values (categorical ids
@@ -634,7 +673,7 @@ def build_ctr_model(
     """
     check_mixed_precision(mixed_precision)
     with policy_scope(mixed_precision):
-        tasks = _as_tasks(tasks)
+        tasks = as_tasks(tasks)
         task_names = [t.name for t in tasks]
         if multitask is None:
             multitask = "mmoe" if len(tasks) > 1 else "shared_bottom"
@@ -711,18 +750,54 @@ def build_ctr_model(
         )
 
 
+def _optimizer(optimizer, learning_rate):
+    """`optimizer` (an optimizer or its name), its learning rate set when given."""
+    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        check_finite("learning_rate", learning_rate, 0, None, True, allow_none=True)
+    optimizer = keras.optimizers.get(optimizer)
+    if learning_rate is not None:
+        optimizer.learning_rate = learning_rate
+    return optimizer
+
+
+def _compile_for_tasks(model, tasks, optimizer="adam", learning_rate=None, **kwargs):
+    """Compiles any model whose outputs are keyed by the `tasks`' names."""
+    tasks = as_tasks(tasks)
+    missing = [t.name for t in tasks if t.name not in model.output_names]
+    if missing:
+        raise ValueError(
+            f"Tasks {missing} are not outputs of the model. Outputs: "
+            f"{list(model.output_names)}"
+        )
+    keras.Model.compile(
+        model,
+        optimizer=_optimizer(optimizer, learning_rate),
+        loss={t.name: t.loss for t in tasks},
+        loss_weights={t.name: t.loss_weight for t in tasks},
+        metrics={t.name: t.build_metrics() for t in tasks},
+        **kwargs,
+    )
+    return model
+
+
 def compile_ctr_model(
     model,
-    tasks: Sequence[Task | str],
+    tasks: Sequence[Task | str] | None = None,
     optimizer="adam",
     learning_rate: float | None = None,
     **kwargs,
 ):
     """Compiles a CTR model with each task's loss, loss weight and metrics.
 
+    For a `CTRModel` this is `model.compile(optimizer, learning_rate=...)`, which
+    reads the model's own tasks; passing them again (`compile_ctr_model(model,
+    tasks)`, the old spelling) still works for one release and warns. A model that
+    is not a `CTRModel` (e.g. the core of `split_ctr_model`) needs `tasks`.
+
     Args:
-        model: a `CTRModel` (from `build_ctr_model`).
-        tasks: the same tasks.
+        model: a `CTRModel` (from `build_ctr_model`), or a model whose outputs
+            are keyed by task names.
+        tasks: the tasks, for a model that does not hold them.
         optimizer: a Keras optimizer or its name. Defaults to "adam".
         learning_rate: float. Sets the optimizer's learning rate when given.
         **kwargs: passed to `model.compile` (e.g. `jit_compile`).
@@ -730,26 +805,76 @@ def compile_ctr_model(
     Returns:
         The model.
     """
-    tasks = _as_tasks(tasks)
-    missing = [t.name for t in tasks if t.name not in model.output_names]
-    if missing:
-        raise ValueError(
-            f"Tasks {missing} are not outputs of the model. Outputs: "
-            f"{list(model.output_names)}"
+    if isinstance(model, CTRModel):
+        if tasks is None:
+            model.compile(optimizer, learning_rate=learning_rate, **kwargs)
+            return model
+        warn_deprecated(
+            "`compile_ctr_model(model, tasks)`",
+            "`model.compile(optimizer)` (a CTRModel compiles for its own tasks)",
         )
-    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
-        check_finite("learning_rate", learning_rate, 0, None, True, allow_none=True)
-    optimizer = keras.optimizers.get(optimizer)
-    if learning_rate is not None:
-        optimizer.learning_rate = learning_rate
-    model.compile(
-        optimizer=optimizer,
-        loss={t.name: t.loss for t in tasks},
-        loss_weights={t.name: t.loss_weight for t in tasks},
-        metrics={t.name: t.build_metrics() for t in tasks},
-        **kwargs,
+    elif tasks is None:
+        raise ValueError(
+            "`tasks` must be given for a model that is not a CTRModel. Received: "
+            f"model={type(model).__name__}, tasks=None"
+        )
+    return _compile_for_tasks(model, tasks, optimizer, learning_rate, **kwargs)
+
+
+def _is_feature_specs(value) -> bool:
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(hasattr(f, "kind") and hasattr(f, "fitted") for f in value)
     )
-    return model
+
+
+def _data_argument(args, data, features, tasks):
+    """`(data, features, tasks)` of `fit_ctr_model(model, *args, data=...,
+    features=..., tasks=...)`: `args` is `(data,)` (the spelling of now) or, the
+    old spelling, `(features, tasks, data)` or a beginning of it."""
+    if len(args) == 1 and not _is_feature_specs(args[0]):
+        args, data = (), args[0] if data is None else data
+    if len(args) > 3:
+        raise TypeError(
+            "`fit_ctr_model` takes `(model, data)` and its options by keyword. "
+            f"Received {len(args) + 1} positional arguments"
+        )
+    old = dict(zip(("features", "tasks", "data"), args))
+    for name, value in (("features", features), ("tasks", tasks), ("data", data)):
+        if name in old and value is not None:
+            raise TypeError(f"`fit_ctr_model` got two values for `{name}`")
+    features = old.get("features", features)
+    tasks = old.get("tasks", tasks)
+    data = old.get("data", data)
+    if data is None:
+        raise ValueError("`data` must be a DataFrame or CSV path(s). Received: None")
+    return data, features, tasks
+
+
+def ctr_features_and_tasks(model, features=None, tasks=None, caller="fit_ctr_model"):
+    """`(features, tasks)` of a `CTRModel`: the model's own.
+
+    The old spellings of the helpers took them again; given here (by `caller`),
+    they warn, the features must be the model's, and the given tasks (e.g. other
+    loss weights) are used, as before.
+    """
+    _check_ctr_model(model)
+    if features is not None or tasks is not None:
+        warn_deprecated(
+            f"Passing `features` and `tasks` to `{caller}`",
+            f"`{caller}(model, ...)`: the CTRModel holds its features and tasks",
+            stacklevel=4,
+        )
+    if features is not None and [(f.name, f.kind) for f in features] != [
+        (f.name, f.kind) for f in model.features
+    ]:
+        raise ValueError(
+            "`features` must be the feature specs `model` was built on: "
+            f"{[f.name for f in model.features]}. Received: "
+            f"{[getattr(f, 'name', f) for f in features]}"
+        )
+    return model.features, (model.tasks if tasks is None else as_tasks(tasks))
 
 
 def _check_ctr_model(model) -> CTRModel:
@@ -786,8 +911,8 @@ def split_ctr_model(model, features=None):
 
     Args:
         model: a `CTRModel` (from `build_ctr_model`).
-        features: the feature specs it was built on (the model keeps its own;
-            accepted for the callers that pass them).
+        features: deprecated (the model keeps its own feature specs); when given,
+            they must be those and a `DeprecationWarning` says so.
 
     Returns:
         `(preprocessor, core)`, two `keras.Model`s; the encoded values are a dict
@@ -800,19 +925,11 @@ def split_ctr_model(model, features=None):
     >>> df = pd.DataFrame({"city": ["a", "b"], "age": [30.0, None], "click": [1, 0]})
     >>> specs = infer_features(df, labels=["click"])
     >>> model = build_ctr_model(specs, ["click"])
-    >>> preprocessor, core = split_ctr_model(model, specs)
+    >>> preprocessor, core = split_ctr_model(model)
     >>> sorted(preprocessor.output_names)
     ['categorical_ids', 'numeric_preprocessing']
     """
-    _check_ctr_model(model)
-    if features is not None and [(f.name, f.kind) for f in features] != [
-        (f.name, f.kind) for f in model.features
-    ]:
-        raise ValueError(
-            "`features` must be the feature specs `model` was built on: "
-            f"{[f.name for f in model.features]}. Received: "
-            f"{[getattr(f, 'name', f) for f in features]}"
-        )
+    ctr_features_and_tasks(model, features, caller="split_ctr_model")
     encoded = model._graph["encoded"]
     preprocessor = keras.Model(
         model._graph["inputs"], encoded, name=f"{model.name}_preprocessor"
@@ -830,9 +947,8 @@ def split_ctr_model(model, features=None):
 
 def fit_ctr_model(
     model,
-    features,
-    tasks: Sequence[Task | str],
-    data,
+    *args,
+    data=None,
     epochs: int = 1,
     batch_size: int = 512,
     validation_data=None,
@@ -849,6 +965,8 @@ def fit_ctr_model(
     backup_dir=None,
     checkpoint_dir=None,
     mixed_precision: str | None = None,
+    features=None,
+    tasks=None,
 ):
     """Trains a `CTRModel` with its preprocessing run once.
 
@@ -862,10 +980,12 @@ def fit_ctr_model(
     (without XLA, which cannot run its string lookups) with the core's optimizer,
     ready for `evaluate`, more `fit` or export.
 
+    Called `fit_ctr_model(model, data, **options)`: the model holds its feature
+    specs and tasks. The old spelling `fit_ctr_model(model, features, tasks, data,
+    ...)` (positional, or `features=` / `tasks=`) works for one release and warns.
+
     Args:
         model: a `CTRModel` (from `build_ctr_model`).
-        features: the feature specs it was built on.
-        tasks: its tasks (`Task`s or names).
         data: a DataFrame or CSV path(s), as for `keras_attn.features.to_dataset`.
         epochs: int. Defaults to 1.
         batch_size: int. Defaults to 512.
@@ -910,6 +1030,8 @@ def fit_ctr_model(
             (`build_ctr_model(..., mixed_precision=...)`); a built model cannot
             change it, so a different value raises. None reads it from the model.
             It picks the "auto" `jit_compile`. Defaults to None.
+        features, tasks: deprecated (the model's own are used); given tasks
+            (e.g. other loss weights) are used as before.
 
     Returns:
         The `History` of the core's `fit` (its logs are keyed by task name as the
@@ -923,14 +1045,15 @@ def fit_ctr_model(
     ...                    "click": [1, 0] * 32})
     >>> specs = infer_features(df, labels=["click"])
     >>> model = build_ctr_model(specs, ["click"])
-    >>> history = fit_ctr_model(model, specs, ["click"], df, batch_size=16,
-    ...                         jit_compile=False, verbose=0)
+    >>> history = fit_ctr_model(model, df, batch_size=16, jit_compile=False,
+    ...                         verbose=0)
     >>> len(history.history["loss"])
     1
     """
+    data, features, tasks = _data_argument(args, data, features, tasks)
+    features, tasks = ctr_features_and_tasks(model, features, tasks, "fit_ctr_model")
     check_positive_int("batch_size", batch_size)
     check_positive_int("epochs", epochs)
-    tasks = _as_tasks(tasks)
     if mixed_precision is not None:
         check_mixed_precision(mixed_precision)
     steps = None
@@ -944,7 +1067,7 @@ def fit_ctr_model(
     strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
     with strategy.scope():
         # The core's optimizer must live under the strategy of its variables.
-        preprocessor, core = split_ctr_model(model, features)
+        preprocessor, core = split_ctr_model(model)
     policy = check_model_policy(model, mixed_precision, "fit_ctr_model")
     # "auto": XLA with an accelerator only (the docstring says why).
     jit_compile = resolve_jit_compile(jit_compile, policy, default=has_accelerator())
@@ -1007,7 +1130,7 @@ def fit_ctr_model(
         # and a streamed CSV has none.
         steps_per_execution = 1
     with strategy.scope():
-        compile_ctr_model(
+        _compile_for_tasks(
             core,
             tasks,
             optimizer=optimizer,
@@ -1028,5 +1151,5 @@ def fit_ctr_model(
         shuffle=False,
     )
     with strategy.scope():
-        compile_ctr_model(model, tasks, optimizer=core.optimizer)
+        _compile_for_tasks(model, tasks, optimizer=core.optimizer)
     return history
