@@ -193,6 +193,16 @@ def _interacting(d):
     return layer, args, dict(mask=d.mask(fields)), (d.batch, fields, heads * 4)
 
 
+def _feature_cross(d):
+    fields, dim = _seq(d)
+    layer = L.FeatureCross(
+        num_layers=d.choice([1, 2], "num_layers"),
+        projection_dim=d.choice([None, 3], "projection_dim"),
+        dtype=d.policy,
+    )
+    return layer, (d.x(fields, dim),), dict(mask=d.mask(fields)), (d.batch, fields, dim)
+
+
 def _mmoe(d):
     dim = d.choice([4, 8], "dim")
     layer = L.MMoE(
@@ -321,6 +331,7 @@ CASES = {
     "Dice": _dice,
     "DocumentAttention": _document_attention,
     "FactorizedEmbedding": _factorized,
+    "FeatureCross": _feature_cross,
     "FeedForward": _feed_forward,
     "FieldEmbedding": _field_embedding,
     "HierarchicalAttentionPooling": _han,
@@ -409,6 +420,8 @@ INVALID = [
         "vocabulary_size",
         [0, 2.0, True],
     ),
+    (L.FeatureCross, {}, "projection_dim", [0, -1, 1.5, True]),
+    (L.FeatureCross, {}, "num_layers", [0, None, 2.0]),
     (L.FeedForward, {}, "intermediate_dim", [0, -1, 1.5]),
     (L.FieldEmbedding, {"embedding_dim": 4}, "vocabulary_sizes", [[0], [2.5], "3"]),
     (L.HierarchicalAttentionPooling, {}, "units", [0, 1.5]),

@@ -3,6 +3,7 @@
 from keras_attn.layers.aoa import AttentionOverAttention, DocumentAttention
 from keras_attn.layers.attention import Attention, ContextAttentionPooling
 from keras_attn.layers.autoint import InteractingLayer
+from keras_attn.layers.dcn import FeatureCross
 from keras_attn.layers.din import AttentionSequencePooling, Dice, LocalActivationUnit
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.field_embedding import FieldEmbedding
@@ -35,6 +36,7 @@ __all__ = [
     "Dice",
     "DocumentAttention",
     "FactorizedEmbedding",
+    "FeatureCross",
     "FeedForward",
     "FieldEmbedding",
     "HierarchicalAttentionPooling",
