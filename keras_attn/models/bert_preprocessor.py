@@ -57,13 +57,14 @@ class BertPreprocessor(Layer):
 
     Example:
 
+    >>> import tensorflow as tf
     >>> from keras_attn.text.bert_tokenizer import BertTokenizer
     >>> preprocessor = BertPreprocessor(BertTokenizer("bert-base-uncased"), 8)
-    >>> out = preprocessor((["Is it?"], ["Yes, it is."]))
+    >>> out = preprocessor((tf.constant(["Is it?"]), tf.constant(["Yes, it is."])))
     >>> out["token_ids"].numpy().tolist()
-    [[101, 2003, 2009, 1029, 102, 2748, 1010, 102]]
+    [[101, 2003, 2009, 102, 2748, 1010, 2009, 102]]
     >>> out["segment_ids"].numpy().tolist()
-    [[0, 0, 0, 0, 0, 1, 1, 1]]
+    [[0, 0, 0, 0, 1, 1, 1, 1]]
     """
 
     def __init__(self, tokenizer, sequence_length: int = 128, **kwargs):

@@ -89,9 +89,10 @@ class BertTokenizer(Layer):
 
     Example:
 
+    >>> import tensorflow as tf
     >>> tokenizer = BertTokenizer("bert-base-uncased")
-    >>> tokenizer(["Héllo, ™ world!"]).to_list()
-    [[7592, 1010, 1482, 2088, 999]]
+    >>> tokenizer(tf.constant(["Héllo, ™ world!"])).to_list()
+    [[7592, 1010, 1580, 2088, 999]]
     """
 
     def __init__(
