@@ -18,6 +18,7 @@ from keras_attn.models.bert import (
     build_bert_classifier,
     load_bert_checkpoint,
 )
+from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.bert_pretraining import (
     BertPretrainer,
     MaskedLMAccuracy,
@@ -82,6 +83,7 @@ __all__ = [
     "BertBackbone",
     "BertClassifier",
     "BertClozeReader",
+    "BertPreprocessor",
     "BertPretrainer",
     "CTRModel",
     "HANClassifier",
