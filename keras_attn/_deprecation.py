@@ -38,7 +38,12 @@ def moved(old_module: str, names: dict[str, str]):
         if target is None:
             raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
         new_module, _, new_name = target.partition(":")
-        warn_deprecated(f"`{old_module}.{name}`", f"`{new_module}.{new_name}`")
+        warnings.warn(
+            f"`{old_module}.{name}` moved to `{new_module}.{new_name}`; the old "
+            "spelling will be removed in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return resolve(target)
 
     return __getattr__

@@ -1,6 +1,6 @@
 """Every moved public name still works at its old spelling for one release: it is
 the same object as the new one and its use warns with a `DeprecationWarning` naming
-the new spelling."""
+the new spelling (one mechanism for all: `keras_attn._deprecation.moved`)."""
 
 import importlib
 import inspect
@@ -17,7 +17,7 @@ MOVED = [
             ("COMBINERS", "keras_attn.layers.wide"),
             ("TERM_WEIGHTINGS", "keras_attn.layers.wide"),
             ("NgramLinear", "keras_attn.layers.wide"),
-            ("POOLINGS", "keras_attn.layers.pooling"),
+            ("POOLINGS", "keras_attn.layers.pooling:SEQUENCE_POOLINGS"),
             ("SequencePooling", "keras_attn.layers.pooling"),
             ("PredictedLabel", "keras_attn.layers.labels"),
             ("TokenMask", "keras_attn.layers.token_ids"),
@@ -26,6 +26,23 @@ MOVED = [
             ("CandidateSum", "keras_attn.layers.aoa"),
             ("HashedNgrams", "keras_attn.text.ngrams"),
         ]
+    ],
+    ("keras_attn.models", "HistoryPooling", "keras_attn.layers"),
+    ("keras_attn.models.retrieval", "HistoryPooling", "keras_attn.layers.pooling"),
+    ("keras_attn.models", "export_retrieval_index", "keras_attn.serving"),
+    (
+        "keras_attn.models.retrieval",
+        "export_retrieval_index",
+        "keras_attn.serving.retrieval",
+    ),
+    *[
+        ("keras_attn.cli.serving", name, "keras_attn.serving")
+        for name in (
+            "TF_SERVING_TEXT_OPS",
+            "inspect_export",
+            "predict_file",
+            "resolve_export",
+        )
     ],
     ("keras_attn.models", "Seq2SeqEncoder", "keras_attn.layers"),
     ("keras_attn.models.seq2seq", "Seq2SeqEncoder", "keras_attn.layers.seq2seq"),
@@ -50,9 +67,10 @@ MOVED = [
 @pytest.mark.parametrize("old, name, new", MOVED, ids=[f"{o}.{n}" for o, n, _ in MOVED])
 def test_old_spelling_warns_and_is_the_new_object(old, name, new):
     module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"`{old}\.{name}`.*use `keras_attn"):
+    new, _, new_name = new.partition(":")
+    with pytest.warns(DeprecationWarning, match=rf"`{old}\.{name}` moved to `{new}"):
         value = getattr(module, name)
-    assert value is getattr(importlib.import_module(new), name)
+    assert value is getattr(importlib.import_module(new), new_name or name)
     # The old name is no longer in the old module's public list.
     assert name not in getattr(module, "__all__", ())
 

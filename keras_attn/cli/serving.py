@@ -11,32 +11,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
+
+from keras_attn._deprecation import moved
 
 __all__ = ["add_inspect", "add_predict"]
 
-#: Library names that lived here until 0.x; they moved to `keras_attn.serving`.
-_MOVED = {
-    "TF_SERVING_TEXT_OPS": "keras_attn.serving.inspection",
-    "inspect_export": "keras_attn.serving.inspection",
-    "predict_file": "keras_attn.serving.predict",
-    "resolve_export": "keras_attn.serving.export",
-}
-
-
-def __getattr__(name):
-    # The old spelling keeps working for one release, with a DeprecationWarning.
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    warnings.warn(
-        f"`keras_attn.cli.serving.{name}` moved to `keras_attn.serving.{name}`; "
-        "the old import path will be removed in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(_MOVED[name]), name)
+# Library names that lived here until 0.x; they moved to `keras_attn.serving`.
+__getattr__ = moved(
+    __name__,
+    {
+        name: f"keras_attn.serving:{name}"
+        for name in (
+            "TF_SERVING_TEXT_OPS",
+            "inspect_export",
+            "predict_file",
+            "resolve_export",
+        )
+    },
+)
 
 
 def _predict(args: argparse.Namespace) -> int:

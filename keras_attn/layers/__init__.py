@@ -17,9 +17,15 @@ from keras_attn.layers.labels import PredictedLabel
 from keras_attn.layers.mmoe import PLE, MMoE
 from keras_attn.layers.multi_head import MultiHeadAttention, MultiHeadSelfAttention
 from keras_attn.layers.per_sentence import PerSentence
-from keras_attn.layers.pooling import POOLINGS, SequencePooling
+from keras_attn.layers.pooling import (
+    POOLINGS,
+    SEQUENCE_POOLINGS,
+    HistoryPooling,
+    SequencePooling,
+)
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from keras_attn.layers.relative import RelativeMultiHeadAttention
+from keras_attn.layers.retrieval import BruteForceTopK, RetrievalTask, streaming_top_k
 from keras_attn.layers.scores import SCORES, AttentionScore
 from keras_attn.layers.seq2seq import (
     AttentionDecoder,
@@ -39,6 +45,7 @@ __all__ = [
     "COMBINERS",
     "POOLINGS",
     "SCORES",
+    "SEQUENCE_POOLINGS",
     "TERM_WEIGHTINGS",
     "Attention",
     "AttentionOverAttention",
@@ -47,6 +54,7 @@ __all__ = [
     "AttentionSequencePooling",
     "BahdanauAttention",
     "CandidateSum",
+    "BruteForceTopK",
     "ContextAttentionPooling",
     "Dice",
     "DocumentAttention",
@@ -55,6 +63,7 @@ __all__ = [
     "FeedForward",
     "FieldEmbedding",
     "HierarchicalAttentionPooling",
+    "HistoryPooling",
     "InteractingLayer",
     "LocalActivationUnit",
     "LuongAttention",
@@ -71,10 +80,12 @@ __all__ = [
     "SegmentIds",
     "Seq2SeqEncoder",
     "SequencePooling",
+    "RetrievalTask",
     "SharedTransformerEncoder",
     "SinusoidalPositionEncoding",
     "TokenMask",
     "TransformerEncoderBlock",
     "beam_search",
     "greedy_search",
+    "streaming_top_k",
 ]

@@ -17,7 +17,7 @@ __getattr__ = moved(
         "COMBINERS": "keras_attn.layers.wide:COMBINERS",
         "TERM_WEIGHTINGS": "keras_attn.layers.wide:TERM_WEIGHTINGS",
         "NgramLinear": "keras_attn.layers.wide:NgramLinear",
-        "POOLINGS": "keras_attn.layers.pooling:POOLINGS",
+        "POOLINGS": "keras_attn.layers.pooling:SEQUENCE_POOLINGS",
         "SequencePooling": "keras_attn.layers.pooling:SequencePooling",
         "PredictedLabel": "keras_attn.layers.labels:PredictedLabel",
         "TokenMask": "keras_attn.layers.token_ids:TokenMask",

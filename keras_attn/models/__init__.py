@@ -18,6 +18,7 @@ from keras_attn.models.bert import (
     build_bert_classifier,
     load_bert_checkpoint,
 )
+from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.bert_pretraining import (
     BertPretrainer,
     MaskedLMAccuracy,
@@ -43,10 +44,9 @@ from keras_attn.models.han import (
 )
 from keras_attn.models.retrieval import (
     HistoryEncoder,
-    HistoryPooling,
     ItemEncoder,
     SequentialRetrieval,
-    export_retrieval_index,
+    build_sequential_retrieval,
     fit_retrieval_model,
     most_popular_scores,
     pack_histories,
@@ -81,11 +81,11 @@ __all__ = [
     "BertBackbone",
     "BertClassifier",
     "BertClozeReader",
+    "BertPreprocessor",
     "BertPretrainer",
     "CTRModel",
     "HANClassifier",
     "HistoryEncoder",
-    "HistoryPooling",
     "ItemEncoder",
     "MULTITASK",
     "MaskedLMAccuracy",
@@ -105,6 +105,7 @@ __all__ = [
     "build_ctr_model",
     "build_han_classifier",
     "build_seq2seq",
+    "build_sequential_retrieval",
     "build_text_serving_model",
     "build_transformer_classifier",
     "candidate_crossentropy",
@@ -113,7 +114,6 @@ __all__ = [
     "compile_text_classifier",
     "corpus_limits",
     "encode_characters",
-    "export_retrieval_index",
     "fit_aoa_reader",
     "fit_bert_pretrainer",
     "fit_ctr_model",
@@ -133,7 +133,9 @@ __all__ = [
 __getattr__ = moved(
     __name__,
     {
+        "HistoryPooling": "keras_attn.layers.pooling:HistoryPooling",
         "Seq2SeqEncoder": "keras_attn.layers.seq2seq:Seq2SeqEncoder",
+        "export_retrieval_index": "keras_attn.serving.retrieval:export_retrieval_index",
         "export_seq2seq": "keras_attn.serving.seq2seq:export_seq2seq",
     },
 )

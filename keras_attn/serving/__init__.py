@@ -1,7 +1,7 @@
-"""Export for TF Serving (versioned SavedModels with named signatures), warm-up
-records, explain signatures, the seq2seq export, the REST/gRPC requests of raw
-rows, batch scoring of a file (`predict_file`) and what an export needs
-(`inspect_export`)."""
+"""Export for TF Serving (versioned SavedModels with named signatures; the
+retrieval index; the seq2seq model), warm-up records, explain signatures, the
+REST/gRPC requests of raw rows, batch scoring of a file (`predict_file`) and what an
+export needs (`inspect_export`)."""
 
 from keras_attn.serving.export import (
     export,
@@ -20,12 +20,14 @@ from keras_attn.serving.requests import (
     signature_dtypes,
     to_arrays,
 )
+from keras_attn.serving.retrieval import export_retrieval_index
 from keras_attn.serving.seq2seq import export_seq2seq
 from keras_attn.serving.warmup import read_warmup, write_warmup
 
 __all__ = [
     "TF_SERVING_TEXT_OPS",
     "export",
+    "export_retrieval_index",
     "export_seq2seq",
     "export_text_classifier",
     "grpc_request",

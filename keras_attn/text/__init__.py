@@ -6,6 +6,7 @@ Imports no layer and no model (`keras_attn.models` holds the text models and
 `fit_text_classifier`; `keras_attn.layers` the layers they are made of).
 """
 
+from keras_attn.text.bert_tokenizer import BertTokenizer, pack_segments
 from keras_attn.text.cloze import (
     cloze_bert_vocabulary,
     encode_cloze,
@@ -39,6 +40,7 @@ from keras_attn.text.tokenizers import (
 )
 
 __all__ = [
+    "BertTokenizer",
     "HashedNgrams",
     "PAD",
     "SHIPPED_VOCABULARIES",
@@ -56,6 +58,7 @@ __all__ = [
     "make_cloze_questions",
     "mask_tokens",
     "most_frequent_candidate",
+    "pack_segments",
     "pack_document_windows",
     "pack_sentence_pairs",
     "pretraining_dataset",
