@@ -3,6 +3,7 @@ records, explain signatures, the REST/gRPC requests of raw rows, batch scoring o
 a file (`predict_file`) and what an export needs (`inspect_export`)."""
 
 from keras_attn.serving.export import (
+    check_export_target,
     export,
     export_text_classifier,
     latest_version,
@@ -23,6 +24,7 @@ from keras_attn.serving.warmup import read_warmup, write_warmup
 
 __all__ = [
     "TF_SERVING_TEXT_OPS",
+    "check_export_target",
     "export",
     "export_text_classifier",
     "grpc_request",
