@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import keras_attn.serving.publish as publish
+import keras_attn._publish as publish
 from keras_attn.backend import keras, tf
 from keras_attn.cli import main
 from keras_attn.serving import check_export_target, export, inspect_export
@@ -129,7 +129,7 @@ def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tmp_path):
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from keras_attn.serving.publish import new_temp_folder\n"
+        "from keras_attn._publish import new_temp_folder\n"
         "folder = new_temp_folder(Path(sys.argv[1]))\n"
         "(folder / 'model').mkdir()\n"
         "os._exit(9)\n"
@@ -186,3 +186,23 @@ def test_check_export_target_names_what_is_wrong(tmp_path):
         locked.mkdir(mode=0o500)
         with pytest.raises(ValueError, match="cannot be written"):
             check_export_target(locked / "m")
+
+
+@pytest.mark.generation_neutral
+def test_a_given_export_folder_is_written_whole_or_not_at_all(tmp_path):
+    # export_seq2seq and export_retrieval_index write one given folder this way.
+    target = tmp_path / "index" / "1"
+    with pytest.raises(RuntimeError):
+        with publish.written_whole(target) as folder:
+            folder.mkdir()
+            (folder / "saved_model.pb").write_text("half")
+            raise RuntimeError("killed while saving")
+    assert not target.exists()
+    assert list(target.parent.iterdir()) == []  # no temporary folder left
+    with publish.written_whole(target) as folder:
+        folder.mkdir()
+        (folder / "saved_model.pb").write_text("whole")
+    with pytest.raises(ValueError, match="already exists"):
+        with publish.written_whole(target):
+            pass
+    assert (target / "saved_model.pb").read_text() == "whole"

@@ -246,8 +246,12 @@ def read_text_file(
     if name.endswith((".jsonl", ".json")):
         opener = gzip.open if path.suffix == ".gz" else open
         texts, labels = [], []
-        with opener(path, "rt", encoding=encoding) as f:
-            for number, line in enumerate(f, 1):
+        number = 0
+        # "utf-8-sig": a byte-order mark is not part of the first row.
+        utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
+        handle = opener(path, "rt", encoding="utf-8-sig" if utf8 else encoding)
+        try:
+            for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
                 try:
@@ -267,6 +271,14 @@ def read_text_file(
                     text = " ".join(str(t) for t in text)
                 texts.append(text)
                 labels.append(row[label_column])
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"JSON-lines file {str(path)!r} is not {encoding} text: line "
+                f"{number + 1} (or near it): {error.reason}. Give the file's "
+                "encoding: --encoding latin-1 (or cp1252, ...)"
+            ) from None
+        finally:
+            handle.close()
         return texts, labels
     files = CSVFiles(path, encoding=encoding)
     header = read_header(files)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from keras_attn._publish import written_whole
 from keras_attn._validation import (
     check_at_most,
     check_choice,
@@ -829,7 +830,8 @@ def export_retrieval_index(
 
     Args:
         model: a trained `SequentialRetrieval`.
-        export_dir: str. Where to write.
+        export_dir: str. Where to write; it must not exist yet (the SavedModel is
+            written beside it and moved in whole).
         vocabulary: the raw id of each index 1..num_items, in order (ints or
             strings), e.g. `data.items["item_id"]`.
         k: int. Items returned per history. Defaults to 10.
@@ -863,7 +865,9 @@ def export_retrieval_index(
     level = logger.level
     logger.setLevel("ERROR")
     try:
-        tf.saved_model.save(serving, export_dir, signatures=signatures)
+        # Written beside and moved in whole: a server never sees half a model.
+        with written_whole(export_dir) as folder:
+            tf.saved_model.save(serving, str(folder), signatures=signatures)
     finally:
         logger.setLevel(level)
     return export_dir

@@ -16,18 +16,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from keras_attn.backend import KERAS_3, keras, tf
-from keras_attn.features.specs import features_to_json
-from keras_attn.models.text import build_text_serving_model
-from keras_attn.models.text_classifier import TextClassifier
-from keras_attn.serving.explain import ctr_explain_fn, text_explain_fn
-from keras_attn.serving.publish import (
+from keras_attn._publish import (
     check_export_target,
     latest_version,
     new_temp_folder,
     place_version,
     version_problem,
 )
+from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.features.specs import features_to_json
+from keras_attn.models.text import build_text_serving_model
+from keras_attn.models.text_classifier import TextClassifier
+from keras_attn.serving.explain import ctr_explain_fn, text_explain_fn
 from keras_attn.serving.requests import to_arrays
 from keras_attn.serving.warmup import write_warmup
 
@@ -214,7 +214,7 @@ def export(
         if not len(next(iter(warmup.values()), [])):
             raise ValueError("`warmup` must hold at least one row. Received: 0 rows")
 
-    # Written beside the target and moved in whole (keras_attn.serving.publish):
+    # Written beside the target and moved in whole (keras_attn._publish):
     # TF Serving polls the folder and must never see a half-written version.
     tmp = new_temp_folder(base)
     try:

@@ -1,5 +1,8 @@
 """Placing a version folder where TF Serving polls: complete, or not at all.
 
+(Plain file-system work, below every part of the package: `keras_attn.serving`'s
+`export` and the exports of `keras_attn.models` use it.)
+
 An export is written beside its target, in a hidden temporary folder of the base
 folder (the same file system), and moved in by one rename that fails, rather than
 replaces, when the target exists: two exports never write into one version, an
@@ -20,6 +23,7 @@ import shutil
 import socket
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
@@ -27,9 +31,11 @@ __all__ = [
     "check_export_target",
     "latest_version",
     "new_temp_folder",
+    "place_folder",
     "place_version",
     "remove_stale_temp_folders",
     "version_problem",
+    "written_whole",
 ]
 
 #: Hidden folders of exports in progress: `.keras_attn-tmp-<host>-<pid>-<random>`.
@@ -205,30 +211,69 @@ def check_export_target(
     return target
 
 
+def place_folder(source: Path, target: Path, overwrite: bool = False) -> Path:
+    """Moves the complete folder `source` to `target` in one rename (swapped with an
+    existing `target` when `overwrite`, which is removed with `source`'s temporary
+    folder)."""
+    try:
+        _rename_noreplace(source, target)
+        return target
+    except FileExistsError:
+        if not overwrite:
+            raise ValueError(
+                f"Version folder {str(target)!r} already exists (perhaps written by "
+                "another export while this one was saving): pass `overwrite=True` "
+                "or another path"
+            ) from None
+    _exchange(source, target, source.parent / "replaced")
+    return target
+
+
 def place_version(
     model_dir: Path, base: Path, version: int | None, overwrite: bool
 ) -> Path:
     """Moves the complete SavedModel folder `model_dir` (inside `base`) to
     `base/<version>` in one rename; an automatic version (None) takes the next
     free number. Returns the version folder."""
-    if version is None:
-        while True:
-            target = base / str((latest_version(base) or 0) + 1)
-            try:
-                _rename_noreplace(model_dir, target)
-                return target
-            except FileExistsError:
-                continue  # another export took that number: the next one
-    target = base / str(version)
+    if version is not None:
+        return place_folder(model_dir, base / str(version), overwrite)
+    while True:
+        target = base / str((latest_version(base) or 0) + 1)
+        try:
+            _rename_noreplace(model_dir, target)
+            return target
+        except FileExistsError:
+            continue  # another export took that number: the next one
+
+
+@contextmanager
+def written_whole(target: str | Path, overwrite: bool = False):
+    """A path to write a SavedModel folder at (not made yet: `tf.saved_model.save`
+    makes it), moved to `target` whole at the end.
+
+    For the exports that write one given folder (`export_seq2seq`,
+    `export_retrieval_index`): an existing `target` is an error before anything is
+    written (unless `overwrite`), and `target` never holds half a model.
+
+    Example:
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> with written_whole(root / "1") as folder:
+    ...     folder.mkdir()
+    ...     _ = (folder / "saved_model.pb").write_text("...")
+    >>> sorted(p.name for p in root.iterdir()), (root / "1" / "saved_model.pb").exists()
+    (['1'], True)
+    """
+    target = Path(target)
+    if target.exists() and not overwrite:
+        raise ValueError(
+            f"The export folder {str(target)!r} already exists: remove it, write to "
+            "another folder, or pass `overwrite=True`"
+        )
+    tmp = new_temp_folder(target.parent)
     try:
-        _rename_noreplace(model_dir, target)
-        return target
-    except FileExistsError:
-        if not overwrite:
-            raise ValueError(
-                f"Version folder {str(target)!r} already exists (another export "
-                "wrote it while this one was saving): pass `overwrite=True` or "
-                "another `version`"
-            ) from None
-    _exchange(model_dir, target, model_dir.parent / "replaced")
-    return target
+        yield tmp / "model"
+        place_folder(tmp / "model", target, overwrite)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
