@@ -1,6 +1,7 @@
 """Sequential retrieval: the MovieLens next-item examples, the towers, the metrics,
-and (under TF_USE_LEGACY_KERAS=1, which TensorFlow Recommenders needs) training and
-the BruteForce export reloaded with TensorFlow alone."""
+training with keras_attn's RetrievalTask under both Keras generations (and with
+TFRS's task under TF_USE_LEGACY_KERAS=1), `.keras` round trips, the old flat
+spelling, and the index export reloaded with TensorFlow alone."""
 
 import json
 
@@ -10,25 +11,21 @@ import pytest
 from keras_attn._validation import check_at_most, check_shape
 from keras_attn.backend import KERAS_3, keras
 from keras_attn.datasets import load_movielens_din, load_movielens_sequences
+from keras_attn.layers import HistoryPooling, RetrievalTask
 from keras_attn.models.retrieval import (
     HistoryEncoder,
-    HistoryPooling,
     ItemEncoder,
     SequentialRetrieval,
-    export_retrieval_index,
+    build_sequential_retrieval,
     fit_retrieval_model,
     most_popular_scores,
     pack_histories,
     top_k_metrics,
 )
+from keras_attn.serving import export_retrieval_index
 from tests.conftest import shared_data
 from tests.harness import run_isolated, run_layer_test
 from tests.test_datasets_recsys import RATINGS, _expected_history, _write_movielens
-
-legacy_only = pytest.mark.skipif(
-    KERAS_3,
-    reason="tensorflow-recommenders needs Keras 2: run with TF_USE_LEGACY_KERAS=1",
-)
 
 # Calls both signatures of an export with TensorFlow alone; prints JSON.
 _SERVE_BOTH = r"""
@@ -254,10 +251,77 @@ def test_shape_and_limit_checks_name_the_argument():
     check_shape("x", (2, 9), (2, None))
 
 
-@pytest.mark.skipif(not KERAS_3, reason="the Keras 3 error")
-def test_sequential_retrieval_says_to_set_legacy_keras_under_keras_3():
-    with pytest.raises(ImportError, match="set TF_USE_LEGACY_KERAS=1"):
-        SequentialRetrieval(num_items=5)
+def _small(**kwargs):
+    return build_sequential_retrieval(
+        40,
+        num_genres=3,
+        history_length=6,
+        embedding_dim=16,
+        num_layers=1,
+        **kwargs,
+    )
+
+
+def test_towers_are_objects_and_the_flat_call_still_works_with_a_warning():
+    query = HistoryEncoder(num_items=9, history_length=3, embedding_dim=8)
+    items = ItemEncoder(num_items=9, num_genres=2, embedding_dim=8)
+    model = SequentialRetrieval(query, items)
+    assert model.query_tower is query and model.candidate_tower is items
+    assert (model.num_items, model.history_length) == (9, 3)
+    assert isinstance(model.task, RetrievalTask) and model.task.remove_accidental_hits
+    with pytest.warns(DeprecationWarning, match="build_sequential_retrieval"):
+        old = SequentialRetrieval(num_items=9, num_genres=2, history_length=3)
+    assert isinstance(old.query_tower, HistoryEncoder)
+    assert old.candidate_tower.num_genres == 2 and old.history_length == 3
+    with pytest.raises(ValueError, match="`candidate_tower` must be a Keras model"):
+        SequentialRetrieval(query, "items")
+    with pytest.raises(TypeError, match="build_sequential_retrieval"):
+        SequentialRetrieval(query, items, embedding_dim=8)
+
+
+def test_moved_names_warn_and_resolve():
+    import keras_attn.layers
+    import keras_attn.models
+    import keras_attn.models.retrieval as retrieval
+    import keras_attn.serving
+
+    for module in (retrieval, keras_attn.models):
+        with pytest.warns(DeprecationWarning, match="moved to"):
+            assert module.HistoryPooling is keras_attn.layers.HistoryPooling
+        with pytest.warns(DeprecationWarning, match="keras_attn.serving.retrieval"):
+            moved = module.export_retrieval_index
+        assert moved is keras_attn.serving.export_retrieval_index
+
+
+@pytest.mark.slow
+def test_keras_round_trip_keeps_towers_task_and_genre_table(tmp_path):
+    _, _, genres = _synthetic(n=8)
+    model = _small(item_genres=genres, num_hard_negatives=5, temperature=0.5)
+    history = np.array([[0, 0, 3, 4, 5, 6], [0, 0, 0, 0, 0, 9]], "int32")
+    path = str(tmp_path / "retrieval.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    assert isinstance(reloaded, SequentialRetrieval)
+    assert isinstance(reloaded.query_tower, HistoryEncoder)
+    assert reloaded.task.get_config() == model.task.get_config()
+    np.testing.assert_allclose(
+        reloaded.scores(history)[:, 1:], model.scores(history)[:, 1:], atol=1e-5
+    )
+    np.testing.assert_array_equal(
+        reloaded.candidate_tower.genre_table.get_weights()[0], genres
+    )
+
+
+@pytest.mark.skipif(KERAS_3, reason="tensorflow-recommenders needs Keras 2")
+def test_a_tfrs_task_has_no_config_and_says_so():
+    tfrs = pytest.importorskip("tensorflow_recommenders")
+    model = SequentialRetrieval(
+        HistoryEncoder(num_items=9, history_length=3, embedding_dim=8),
+        ItemEncoder(num_items=9, num_genres=2, embedding_dim=8),
+        task=tfrs.tasks.Retrieval(),
+    )
+    with pytest.raises(NotImplementedError, match="save_weights"):
+        model.get_config()
 
 
 def _synthetic(num_items=40, history_length=6, n=3072, seed=0):
@@ -278,19 +342,20 @@ def _synthetic(num_items=40, history_length=6, n=3072, seed=0):
 
 
 @pytest.mark.slow
-@legacy_only
-def test_trains_and_beats_chance_on_a_synthetic_sequence_task():
+@pytest.mark.parametrize("task", ["native", "tfrs"])
+def test_trains_and_beats_chance_on_a_synthetic_sequence_task(task):
+    if task == "tfrs" and KERAS_3:
+        pytest.skip("tensorflow-recommenders needs Keras 2")
     keras.utils.set_random_seed(0)
     history, target, genres = _synthetic()
-    model = SequentialRetrieval(
-        40,
-        num_genres=3,
-        item_genres=genres,
-        history_length=6,
-        embedding_dim=16,
-        num_layers=1,
-        dropout=0.0,
-    )
+    model = _small(item_genres=genres, dropout=0.0)
+    if task == "tfrs":  # TFRS's own task on the same towers
+        tfrs = pytest.importorskip("tensorflow_recommenders")
+        model = SequentialRetrieval(
+            model.query_tower,
+            model.candidate_tower,
+            task=tfrs.tasks.Retrieval(remove_accidental_hits=True),
+        )
     train = {"history": history[:2560], "item": target[:2560]}
     model.candidate_embeddings()  # builds both towers
     model(train)
@@ -310,18 +375,10 @@ def test_trains_and_beats_chance_on_a_synthetic_sequence_task():
 
 
 @pytest.mark.slow
-@legacy_only
 def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_path):
     keras.utils.set_random_seed(0)
     history, target, genres = _synthetic(n=512)
-    model = SequentialRetrieval(
-        40,
-        num_genres=3,
-        item_genres=genres,
-        history_length=6,
-        embedding_dim=16,
-        num_layers=1,
-    )
+    model = _small(item_genres=genres)
     fit_retrieval_model(
         model, {"history": history, "item": target}, epochs=1, batch_size=128, verbose=0
     )

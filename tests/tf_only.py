@@ -19,6 +19,8 @@ _SCRIPT = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
+if sys.argv[5] == "tf_text":
+    import tensorflow_text  # registers the tokenizer ops
 def _keras_modules():
     return {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
 baseline = _keras_modules()
@@ -39,13 +41,22 @@ print(json.dumps({"forbidden_modules": forbidden[:5]}))
 
 
 def call_in_tensorflow_only_process(
-    export_dir: str, feeds: dict, signature: str = "serving_default"
+    export_dir: str, feeds: dict, signature: str = "serving_default", tf_text=False
 ) -> dict:
-    """Returns the signature's outputs as NumPy arrays, computed in a child process."""
+    """Returns the signature's outputs as NumPy arrays, computed in a child process
+    (which imports tensorflow-text too with `tf_text`, for exports that tokenize)."""
     with tempfile.TemporaryDirectory() as tmp:
         in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
         np.savez(in_path, **{k: np.asarray(v) for k, v in feeds.items()})
-        proc = run_isolated(_SCRIPT, export_dir, signature, in_path, out_path, cwd=tmp)
+        proc = run_isolated(
+            _SCRIPT,
+            export_dir,
+            signature,
+            in_path,
+            out_path,
+            "tf_text" if tf_text else "tf",
+            cwd=tmp,
+        )
         report = json.loads(proc.stdout.strip().splitlines()[-1])
         assert report["forbidden_modules"] == [], report
         with np.load(out_path, allow_pickle=False) as data:
