@@ -142,3 +142,23 @@ def test_argument_types_and_debug(tmp_path, capsys, data):
     assert "does not exist" in _error(capsys)
     with pytest.raises(ValueError, match="does not exist"):
         _train(tmp_path, missing, "--debug")
+
+
+def test_a_failed_export_keeps_the_trained_model(tmp_path, capsys, data, monkeypatch):
+    import sys
+
+    from keras_attn.backend import keras, tf
+
+    export_module = sys.modules["keras_attn.serving.export"]
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export_module, "new_temp_folder", full_disk)
+    assert _train(tmp_path, data, "--export", tmp_path / "exp") == 2
+    err = _error(capsys)
+    assert "No space left on device" in err
+    kept = re.search(r"the trained model is saved in '(.+\.keras)'", err).group(1)
+    model = keras.saving.load_model(kept)
+    out = model({"city": tf.constant(["a"]), "age": tf.constant([40.0])})
+    assert out["click"].shape == (1, 1) and 0 < float(out["click"][0, 0]) < 1

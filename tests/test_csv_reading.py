@@ -184,3 +184,38 @@ def test_specs_unchanged_by_reading(tmp_path):
     path = _write(tmp_path / "c.csv", {"code": ["02", "2"]})
     (fitted,) = fit_features([copy.deepcopy(spec)], path)
     assert fitted.read_as == "text" and fitted.vocabulary == ["02", "2"]
+
+
+@pytest.mark.generation_neutral
+def test_a_cut_or_corrupt_gzip_file_is_named(tmp_path):
+    import gzip
+
+    whole = gzip.compress(("x,click\n" + "1,0\n2,1\n" * 2000).encode())
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(whole[: len(whole) // 2])  # a half-written file
+    with pytest.raises(ValueError, match=r"cut\.csv\.gz' cannot be read after line"):
+        to_dataset(cut, [NumericFeature("x", 0.0, 1.0)], ["click"])
+    fake = tmp_path / "fake.csv.gz"
+    fake.write_text("x,click\n1,0\n")
+    with pytest.raises(ValueError, match=r"fake\.csv\.gz' cannot be read"):
+        to_dataset(fake, [NumericFeature("x", 0.0, 1.0)], ["click"])
+
+
+@pytest.mark.generation_neutral
+def test_column_names_a_signature_cannot_carry_are_renamed_or_refused():
+    from keras_attn.features import input_name
+
+    assert input_name("home city") == "home_city"
+    assert input_name("âge") == "age" and input_name("class") == "class_"
+    assert input_name("_x") == "x" and input_name("1st") == "f_1st"
+    assert input_name("城市").startswith("f_")
+    assert input_name("a b", taken={"a_b"}) == "a_b_2"
+    with pytest.raises(ValueError, match=r"Received: name='home city'.*'home_city'"):
+        NumericFeature("home city")
+    df = pd.DataFrame({"home city": ["a", "b"], "a_b": [1.0, 2.0], "y": [0, 1]})
+    specs = infer_features(df.rename(columns={"a_b": "home_city"}), labels=["y"])
+    # "home city" cannot name an input, and "home_city" is the next column's.
+    assert [(f.name, f.column) for f in specs] == [
+        ("home_city_2", "home city"),
+        ("home_city", None),
+    ]

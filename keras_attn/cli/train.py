@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from keras_attn.cli.arguments import (
     UsageError,
     argument,
     fraction,
+    message,
     non_negative,
     positive,
     positive_float,
@@ -212,15 +215,44 @@ def train_ctr(args: argparse.Namespace) -> int:
             if key in logs:
                 print(f"validation AUC {t.name}: {logs[key]:.4f}")
     if args.export:
-        path = export(
-            model,
-            args.export,
-            version=args.version,
-            features=specs,
-            overwrite=args.overwrite,
-        )
+        with _keep_the_fit(model, args.export):
+            path = export(
+                model,
+                args.export,
+                version=args.version,
+                features=specs,
+                overwrite=args.overwrite,
+            )
         print(f"Exported for TF Serving to {path}")
     return 0
+
+
+@contextmanager
+def _keep_the_fit(model, export_dir):
+    """A failed export (a disk full, a folder made read-only while training) does
+    not lose the fit: the trained model is saved as a `.keras` file, named in the
+    error."""
+    try:
+        yield
+    except Exception as error:
+        import time
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = f"{Path(export_dir).name or 'model'}-unexported-{stamp}.keras"
+        kept = None
+        for folder in (
+            Path(export_dir).parent,
+            Path.cwd(),
+            Path(tempfile.gettempdir()),
+        ):
+            try:
+                model.save(str(folder / name))
+                kept = folder / name
+                break
+            except Exception:  # noqa: BLE001  (the next folder)
+                continue
+        saved = f"; the trained model is saved in {str(kept)!r}" if kept else ""
+        raise UsageError(f"--export {export_dir}: {message(error)}{saved}") from error
 
 
 def read_text_file(
@@ -371,7 +403,10 @@ def train_text(args: argparse.Namespace) -> int:
     if clf.val_accuracy is not None:
         print(f"validation accuracy: {clf.val_accuracy:.4f}")
     if args.export:
-        path = export(clf, args.export, version=args.version, overwrite=args.overwrite)
+        with _keep_the_fit(clf.model, args.export):
+            path = export(
+                clf, args.export, version=args.version, overwrite=args.overwrite
+            )
         print(f"Exported for TF Serving (raw strings in) to {path}")
     return 0
 

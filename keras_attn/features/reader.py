@@ -21,6 +21,7 @@ import csv
 import dataclasses
 import gzip
 import io
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -130,6 +131,12 @@ class _Records:
         except csv.Error as error:
             raise ValueError(
                 f"CSV file {self.path!r}, line {self.reader.line_num}: {error}"
+            ) from None
+        except (OSError, EOFError, zlib.error) as error:
+            # A .gz file that is not gzip, or was cut short (a half-written file).
+            raise ValueError(
+                f"CSV file {self.path!r} cannot be read after line {self.line}: "
+                f"{error} (a truncated or corrupt file?)"
             ) from None
 
     def chunks(self, columns: Sequence[int], size: int):

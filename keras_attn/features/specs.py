@@ -713,14 +713,16 @@ def infer_features(
             f"Columns {sorted(both)} are in both `categorical` and `numeric`"
         )
     features = []
-    taken = set(labels)  # task outputs are named after label columns
+    # Task outputs are named after label columns; columns that can name an input
+    # keep their names.
+    taken = set(labels) | {c for c in df.columns if is_input_name(c)}
     for column in df.columns:
         if column in labels or column in exclude:
             continue
         series = df[column]
         # A column whose name cannot name a serving input gets one that can; the
         # spec keeps the column (and the export's feature file with it).
-        name = input_name(column, taken)
+        name = column if is_input_name(column) else input_name(column, taken)
         taken.add(name)
         named = {} if name == column else {"column": column}
         if column in overrides:
