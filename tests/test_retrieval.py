@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_attn._validation import check_at_most, check_shape
-from keras_attn.backend import KERAS_3, keras
+from keras_attn.backend import KERAS_3, keras, tf
 from keras_attn.datasets import load_movielens_din, load_movielens_sequences
 from keras_attn.layers import HistoryPooling, RetrievalTask
 from keras_attn.models.retrieval import (
@@ -394,7 +394,15 @@ def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_p
     raw[3, :1] = [99]
     indices = np.where(raw > 0, raw - 1000, 0)
     indices[3] = 0
-    expected, expected_scores = model.recommend(indices[:3], k=5)
+    # The expected top 5 in NumPy: every item's score, the history's items out.
+    scores = model.scores(pack_histories(indices[:3], 6))
+    for row in range(3):
+        scores[row, indices[row]] = -np.inf
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    expected_scores = np.take_along_axis(scores, expected, axis=1)
+    recommended, recommended_scores = model.recommend(indices[:3], k=5)
+    np.testing.assert_array_equal(recommended, expected)
+    np.testing.assert_allclose(recommended_scores, expected_scores, rtol=1e-5)
     strings = np.where(raw > 0, raw.astype(str), "")
     # Both signatures in one TensorFlow-only process.
     with open(tmp_path / "feeds.json", "w") as f:
@@ -412,3 +420,25 @@ def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_p
     for row in range(3):
         assert not set(ids[row].tolist()) & set(raw[row].tolist())
     assert served["serve_strings"]["item_ids"] == ids.astype(str).tolist()
+
+
+@pytest.mark.slow
+def test_a_training_step_under_mixed_float16_and_xla():
+    # mixed_float16: the custom train step's loss scaling (bfloat16 needs none).
+    policy = "mixed_float16"
+    history, target, genres = _synthetic(n=128)
+    keras.mixed_precision.set_global_policy(policy)
+    model = _small(item_genres=genres)
+    assert model.query_tower.compute_dtype == policy.split("_")[1]
+    data = {"history": history, "item": target}
+    data["item_probability"] = np.full(len(target), 1 / 40, "float32")
+    model.compile(keras.optimizers.Adam(1e-2), jit_compile=True)
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    history = model.fit(
+        tf.data.Dataset.from_tensor_slices(data).batch(64), epochs=1, verbose=0
+    )
+    assert np.isfinite(history.history["loss"][-1])
+    moved = [
+        not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights)
+    ]
+    assert all(moved)

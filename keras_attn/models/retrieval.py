@@ -46,7 +46,7 @@ from keras_attn.backend import (
 from keras_attn.layers.pooling import POOLINGS
 from keras_attn.layers.pooling import HistoryPooling as _HistoryPooling
 from keras_attn.layers.position import PositionEmbedding
-from keras_attn.layers.retrieval import RetrievalTask
+from keras_attn.layers.retrieval import BruteForceTopK, RetrievalTask
 from keras_attn.layers.transformer import TransformerEncoderBlock
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 
@@ -487,20 +487,33 @@ class SequentialRetrieval(FunctionalModel):
         scores[:, 0] = -np.inf
         return scores
 
-    def recommend(self, histories, k: int = 10, exclude_history: bool = True):
+    def recommend(
+        self,
+        histories,
+        k: int = 10,
+        exclude_history: bool = True,
+        batch_size: int = 1024,
+    ):
         """Top-k `(indices, scores)`, each `(n, k)`, of histories `(n, T)` of item
         indices (0 = padding, any layout; the last `history_length` real items
-        are encoded), computed in NumPy; with `exclude_history`, no item of the
-        history is recommended. Ties go to the lower index."""
-        histories = np.asarray(histories)
-        packed = pack_histories(histories, self.history_length)
-        scores = self.scores(packed)
-        if exclude_history:
-            rows = np.repeat(np.arange(len(histories)), histories.shape[1])
-            scores[rows, histories.ravel()] = -np.inf
-            scores[:, 0] = -np.inf
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        return top, np.take_along_axis(scores, top, axis=1)
+        are encoded), searched exactly by `BruteForceTopK` over every item (the
+        export's search); with `exclude_history`, no item of the history is
+        recommended. Ties go to the lower index."""
+        histories = np.asarray(histories, "int32")
+        queries = self.query_embeddings(
+            pack_histories(histories, self.history_length), batch_size
+        )
+        candidates = self.candidate_embeddings()[1:]  # row r: item r + 1
+        top_k = BruteForceTopK(k=k, block_size=4096)
+        indices, scores = [], []
+        for start in range(0, len(histories), batch_size):
+            part = slice(start, start + batch_size)
+            # An item's row is its index - 1: padding (0) excludes nothing.
+            exclude = histories[part] - 1 if exclude_history else None
+            top_scores, rows = top_k(queries[part], candidates, exclude=exclude)
+            indices.append(rows.numpy() + 1)
+            scores.append(top_scores.numpy())
+        return np.concatenate(indices), np.concatenate(scores)
 
 
 def _input_length(tower, key: str) -> int:
