@@ -89,8 +89,6 @@ def main(argv=None) -> None:
                 model = build_ctr_model(specs, tasks, gate="attention")
                 fit_ctr_model(
                     model,
-                    specs,
-                    tasks,
                     data() if callable(data) else data,
                     epochs=args.epochs,
                     batch_size=512,
