@@ -14,6 +14,7 @@ PACKAGES = (
     "keras_attn.features",
     "keras_attn.models",
     "keras_attn.text",
+    "keras_attn.optimizers",
     "keras_attn.serving",
     "keras_attn.datasets",
     "keras_attn.distribute",
