@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-from tests.harness import run_isolated
+from tests.harness import require_both_generations, run_isolated
 
 _SCRIPT = r"""
 import json, sys
@@ -42,6 +42,7 @@ def call_in_tensorflow_only_process(
     export_dir: str, feeds: dict, signature: str = "serving_default"
 ) -> dict:
     """Returns the signature's outputs as NumPy arrays, computed in a child process."""
+    require_both_generations("a SavedModel reload")
     with tempfile.TemporaryDirectory() as tmp:
         in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
         np.savez(in_path, **{k: np.asarray(v) for k, v in feeds.items()})
