@@ -50,7 +50,9 @@ __all__ = [
     "mask_nonzero",
     "masked_softmax",
     "register",
+    "scale_loss",
     "tf",
+    "unscale_gradients",
     "write_saved_model",
 ]
 
@@ -249,3 +251,21 @@ def export_saved_model(model, filepath: str) -> None:
         # tf_keras prints the endpoints on every export and has no switch for it.
         with contextlib.redirect_stdout(io.StringIO()):
             model.export(filepath)
+
+
+def scale_loss(optimizer, loss):
+    """`loss` times the loss scale of a mixed_float16 optimizer (else `loss`), for
+    a custom `train_step`; call it inside the gradient tape."""
+    if KERAS_3:
+        return optimizer.scale_loss(loss)
+    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return optimizer.get_scaled_loss(loss)
+    return loss
+
+
+def unscale_gradients(optimizer, gradients):
+    """The gradients of a `scale_loss` loss, ready for `apply_gradients` (Keras 3's
+    loss-scale optimizer unscales them itself; tf_keras' must be asked)."""
+    if not KERAS_3 and isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return optimizer.get_unscaled_gradients(gradients)
+    return gradients

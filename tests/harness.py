@@ -17,6 +17,7 @@ import atexit
 import inspect
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -58,7 +59,7 @@ def _isolated_env() -> dict:
 _INTERPRETER = r"""
 import contextlib, io, json, os, sys, traceback
 import tensorflow as tf
-answers = os.fdopen(int(sys.argv[1]), "w")
+answers, with_text = os.fdopen(int(sys.argv[1]), "w"), sys.argv[2] == "1"
 for line in sys.stdin:
     request = json.loads(line)
     os.chdir(request["cwd"])
@@ -73,10 +74,17 @@ for line in sys.stdin:
     except BaseException:
         stderr.write(traceback.format_exc())
         code = 1
-    answers.write(json.dumps(
-        {"returncode": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
-    ) + "\n")
+    # No longer TensorFlow alone: this child ends, the next script gets a new one.
+    closing = "tensorflow_text" in sys.modules and not with_text
+    answers.write(json.dumps({
+        "returncode": code,
+        "stdout": stdout.getvalue(),
+        "stderr": stderr.getvalue(),
+        "closing": closing,
+    }) + "\n")
     answers.flush()
+    if closing:
+        break
 """
 
 
@@ -86,10 +94,11 @@ class _IsolatedInterpreter:
     spent most of its time importing TensorFlow. Like a fresh process it cannot import
     this checkout (no PYTHONPATH, a temporary working folder); each script still
     asserts that loading its export imports neither keras nor keras_attn. Scripts
-    that import tensorflow_text get their own child (`_interpreter`), so an export
-    that needs the tf-text ops without importing them still fails."""
+    that import tensorflow_text (a line `import tensorflow_text`) get their own child
+    (`_interpreter`), and the other child ends once anything imported it, so an
+    export that needs the tf-text ops without importing them still fails."""
 
-    def __init__(self):
+    def __init__(self, with_text: bool):
         self._answers, write = os.pipe()
         self._folder = tempfile.mkdtemp(prefix="keras_attn_isolated_")
         # What the child itself prints (TensorFlow's C++ logs, a crash): for the
@@ -97,7 +106,7 @@ class _IsolatedInterpreter:
         self._log = os.path.join(self._folder, "interpreter.log")
         with open(self._log, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _INTERPRETER, str(write)],
+                [sys.executable, "-c", _INTERPRETER, str(write), str(int(with_text))],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
@@ -123,7 +132,10 @@ class _IsolatedInterpreter:
                 f"isolated interpreter gave no answer within {timeout:.0f} s "
                 f"(exit code {self.process.poll()}):\n{tail}"
             )
-        return json.loads(line)
+        answer = json.loads(line)
+        if answer["closing"]:
+            self.close()
+        return answer
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -137,10 +149,10 @@ _INTERPRETERS: dict[bool, _IsolatedInterpreter] = {}
 
 
 def _interpreter(script: str) -> _IsolatedInterpreter:
-    key = "tensorflow_text" in script
-    child = _INTERPRETERS.get(key)
+    with_text = re.search(r"^import tensorflow_text\b", script, re.M) is not None
+    child = _INTERPRETERS.get(with_text)
     if child is None or child.process.poll() is not None:
-        child = _INTERPRETERS[key] = _IsolatedInterpreter()
+        child = _INTERPRETERS[with_text] = _IsolatedInterpreter(with_text)
     return child
 
 

@@ -48,3 +48,17 @@ def test_readme_layer_table_lists_every_public_layer():
         if isinstance(getattr(keras_attn.layers, n), type)
     }
     assert rows == public
+
+
+@pytest.mark.generation_neutral
+@pytest.mark.parametrize(
+    "name", ["predict_file", "inspect_export", "resolve_export", "TF_SERVING_TEXT_OPS"]
+)
+def test_library_functions_moved_to_serving_keep_the_old_path_one_release(name):
+    import keras_attn.cli.serving as old
+    import keras_attn.serving as new
+
+    with pytest.warns(DeprecationWarning, match=f"keras_attn.serving.{name}"):
+        assert getattr(old, name) is getattr(new, name)
+    with pytest.raises(AttributeError):
+        old.no_such_name  # noqa: B018

@@ -54,6 +54,18 @@ def test_tensorflow_text_scripts_and_fresh_runs_get_other_processes(tmp_path):
     assert len({plain, text, fresh}) == 3
 
 
+def test_a_child_that_imported_tensorflow_text_unasked_is_not_used_again(tmp_path):
+    before = _report(_REPORT, cwd=tmp_path)["pid"]
+    # Not a top-level `import tensorflow_text` line: it runs in the TF-only child.
+    sneaky = "if True:\n    import tensorflow_text\n" + _REPORT
+    assert _report(sneaky, cwd=tmp_path)["pid"] == before
+    after = _report(
+        _REPORT + "import sys\nassert 'tensorflow_text' not in sys.modules",
+        cwd=tmp_path,
+    )
+    assert after["pid"] != before
+
+
 def test_a_hang_fails_with_the_time_bound(tmp_path):
     with pytest.raises(AssertionError, match="no answer within 1 s"):
         run_isolated("import time; time.sleep(30)", cwd=tmp_path, timeout=1)

@@ -13,6 +13,8 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 # The public packages; `__all__` of each is its API.
 PACKAGES = (
     "keras_attn.layers",
+    "keras_attn.losses",
+    "keras_attn.metrics",
     "keras_attn.features",
     "keras_attn.models",
     "keras_attn.text",

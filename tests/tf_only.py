@@ -39,14 +39,17 @@ print(json.dumps({"forbidden_modules": forbidden[:5]}))
 
 
 def call_in_tensorflow_only_process(
-    export_dir: str, feeds: dict, signature: str = "serving_default"
+    export_dir: str, feeds: dict, signature: str = "serving_default", tf_text=False
 ) -> dict:
-    """Returns the signature's outputs as NumPy arrays, computed in a child process."""
+    """Returns the signature's outputs as NumPy arrays, computed in a child process
+    (which imports tensorflow-text too with `tf_text`, for exports that tokenize)."""
     require_both_generations("a SavedModel reload")
     with tempfile.TemporaryDirectory() as tmp:
         in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
         np.savez(in_path, **{k: np.asarray(v) for k, v in feeds.items()})
-        proc = run_isolated(_SCRIPT, export_dir, signature, in_path, out_path, cwd=tmp)
+        # Registers the tokenizer ops before the graph is loaded.
+        script = ("import tensorflow_text\n" if tf_text else "") + _SCRIPT
+        proc = run_isolated(script, export_dir, signature, in_path, out_path, cwd=tmp)
         report = json.loads(proc.stdout.strip().splitlines()[-1])
         assert report["forbidden_modules"] == [], report
         with np.load(out_path, allow_pickle=False) as data:

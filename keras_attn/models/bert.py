@@ -3,25 +3,28 @@ layout."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from keras_attn._validation import (
+    check_choice,
     check_finite,
     check_int,
     check_positive_int,
     check_rate,
 )
 from keras_attn.backend import keras, register, tf
-from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.position import PositionEmbedding
 from keras_attn.layers.text import SequencePooling, TokenMask
 from keras_attn.models.base import FunctionalModel, Parts, arguments_of
+from keras_attn.models.bert_weights import assign_weights, google_bert_layout
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,
     head_layers,
     head_outputs,
 )
 from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
+from keras_attn.models.hf_checkpoint import HFCheckpoint, save_folder
+
+FACTORIZE = ("token", "all")
+POOLER_ACTIVATIONS = ("tanh", "relu")
 
 __all__ = [
     "BertBackbone",
@@ -45,9 +48,10 @@ class BertBackbone(FunctionalModel):
     depth (ALBERT). Layer names follow the roles of Google's checkpoint
     (`load_bert_checkpoint`).
 
-    The parts are attributes: `token_embedding`, `segment_embedding`,
-    `position_embedding`, `embeddings_norm`, `transformer_layers` (the distinct
-    blocks: one with `share_layers`) and `pooler`; the settings too
+    The parts are attributes: `token_embedding`, `segment_embedding` (None
+    without segments), `position_embedding`, `embeddings_norm`,
+    `embeddings_projection` (None unless `factorize="all"`), `transformer_layers`
+    (the distinct blocks: one with `share_layers`) and `pooler`; the settings too
     (`vocabulary_size`, `sequence_length`, `hidden_dim`, ...).
 
     Paper: "BERT", Devlin et al., NAACL 2019; "ALBERT", Lan et al., ICLR 2020.
@@ -66,7 +70,22 @@ class BertBackbone(FunctionalModel):
         layer_norm_epsilon: float. Defaults to 1e-12 (BERT's).
         activation: str. Feed-forward activation: "gelu_approximate" (Google's
             tanh form), "gelu" (exact) or "relu". Defaults to "gelu_approximate".
+        max_sequence_length: int. Rows of the position table, at least
+            `sequence_length` (a checkpoint's position count). Defaults to
+            `sequence_length`.
+        factorize: str. With `embedding_dim`, what is `embedding_dim` wide:
+            "token" (the token table alone, projected to `hidden_dim` before the
+            sum) or "all" (token, segment and position embeddings and their layer
+            norm, then `embeddings_projection` to `hidden_dim`: ALBERT's release and
+            Hugging Face's `albert`). Defaults to "token".
+        pooler_activation: str. "tanh" (BERT, ALBERT) or "relu" (DistilBERT, whose
+            pooler is its classifier's `pre_classifier`). Defaults to "tanh".
         name: str. Model name. Defaults to "bert".
+
+    `type_vocabulary_size=0` makes no segment embedding (DistilBERT): the
+    `segment_ids` input is then taken and ignored, so every backbone has the same
+    inputs. `BertBackbone.from_pretrained(path)` builds and fills one from a Hugging
+    Face folder, `save_pretrained(path)` writes one back.
 
     Call arguments:
         inputs: `{"token_ids", "segment_ids"}`, int32 `(batch, sequence_length)`.
@@ -102,36 +121,66 @@ class BertBackbone(FunctionalModel):
         dropout: float = 0.1,
         layer_norm_epsilon: float = 1e-12,
         activation: str = "gelu_approximate",
+        max_sequence_length: int | None = None,
+        factorize: str = "token",
+        pooler_activation: str = "tanh",
         name: str = "bert",
         **kwargs,
     ):
         arguments = arguments_of(locals())
         # The encoder's settings are checked where its parts are made.
         check_positive_int("sequence_length", sequence_length)
-        check_positive_int("type_vocabulary_size", type_vocabulary_size)
+        check_int("type_vocabulary_size", type_vocabulary_size, minimum=0)
         check_finite(
             "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
         )
+        check_int(
+            "max_sequence_length",
+            max_sequence_length,
+            minimum=sequence_length,
+            allow_none=True,
+        )
+        check_choice("factorize", factorize, FACTORIZE)
+        check_choice("pooler_activation", pooler_activation, POOLER_ACTIVATIONS)
+        project_all = factorize == "all"
+        if project_all and embedding_dim is None:
+            raise ValueError(
+                "`factorize='all'` needs `embedding_dim` (the width before the "
+                "projection). Received: embedding_dim=None"
+            )
+        # The width of the summed embeddings: embedding_dim with ALBERT's layout.
+        width = embedding_dim if project_all else hidden_dim
 
         # Layers
         blocks = encoder_blocks(arguments)
         parts = Parts(
             token_mask=TokenMask(name="token_mask"),
-            token_embedding=token_embedding(vocabulary_size, hidden_dim, embedding_dim),
-            segment_embedding=keras.layers.Embedding(
-                type_vocabulary_size, hidden_dim, name="segment_embedding"
+            token_embedding=token_embedding(
+                vocabulary_size, width, None if project_all else embedding_dim
             ),
+            segment_embedding=keras.layers.Embedding(
+                type_vocabulary_size, width, name="segment_embedding"
+            )
+            if type_vocabulary_size
+            else None,
             position_embedding=PositionEmbedding(
-                sequence_length, name="position_embedding"
+                max_sequence_length or sequence_length, name="position_embedding"
             ),
             embeddings_add=keras.layers.Add(name="embeddings"),
             embeddings_norm=keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, name="embeddings_norm"
             ),
             embeddings_dropout=keras.layers.Dropout(dropout, name="embeddings_dropout"),
+            embeddings_projection=keras.layers.Dense(
+                hidden_dim, name="embeddings_projection"
+            )
+            if project_all
+            else None,
             transformer_layers=blocks,
             cls_token=SequencePooling("cls", name="cls_token"),
-            pooler=keras.layers.Dense(hidden_dim, activation="tanh", name="pooler"),
+            pooler=keras.layers.Dense(
+                hidden_dim, activation=pooler_activation, name="pooler"
+            ),
         )
 
         # Graph
@@ -141,14 +190,13 @@ class BertBackbone(FunctionalModel):
         )
         mask = parts.token_mask(ids)
         tokens = parts.token_embedding(ids)
-        x = parts.embeddings_add(
-            [
-                tokens,
-                parts.segment_embedding(segments),
-                parts.position_embedding(tokens),
-            ]
-        )
-        x = parts.embeddings_dropout(parts.embeddings_norm(x))
+        summed = [tokens, parts.position_embedding(tokens)]
+        if parts.segment_embedding is not None:
+            summed.insert(1, parts.segment_embedding(segments))
+        x = parts.embeddings_norm(parts.embeddings_add(summed))
+        x = parts.embeddings_dropout(x)
+        if parts.embeddings_projection is not None:
+            x = parts.embeddings_projection(x)
         for index in range(num_layers):
             x = blocks[0 if share_layers else index](x, padding_mask=mask)
         pooled = parts.pooler(parts.cls_token(x))
@@ -161,6 +209,51 @@ class BertBackbone(FunctionalModel):
             tuple(arguments),
             **kwargs,
         )
+
+    @classmethod
+    def from_pretrained(cls, path, sequence_length: int | None = None, **kwargs):
+        """A backbone built and filled from a Hugging Face model folder.
+
+        Reads `config.json` (`model_type` "bert", "distilbert" or "albert"; its
+        sizes, `hidden_act`, epsilon and position count) and `model.safetensors`
+        (or a sharded `model.safetensors.index.json`) with `safetensors`' NumPy
+        API, and assigns every encoder weight. A DistilBERT folder has no pooler
+        (the pooler is its classifier's `pre_classifier`, which
+        `BertClassifier.from_pretrained` loads): it stays freshly initialized.
+
+        Args:
+            path: the folder.
+            sequence_length: int. The inputs' length. Defaults to the checkpoint's
+                position count (`max_position_embeddings`).
+            **kwargs: other `BertBackbone` arguments (e.g. `dropout`), over the
+                config's.
+
+        Returns:
+            A `BertBackbone`. An unsupported `model_type`, a missing or extra
+            weight, a shape that cannot match or a `vocab.txt` larger than the
+            embedding table raise ValueError naming the file and the weight.
+        """
+        checkpoint = path if isinstance(path, HFCheckpoint) else HFCheckpoint(path)
+        settings = {**checkpoint.backbone_settings(), **kwargs}
+        if sequence_length is None:
+            sequence_length = settings["max_sequence_length"]
+        if sequence_length > settings["max_sequence_length"]:
+            raise ValueError(
+                f"`sequence_length` must be at most the checkpoint's "
+                f"{settings['max_sequence_length']} positions "
+                f"({checkpoint.config_file}). Received: "
+                f"sequence_length={sequence_length}"
+            )
+        backbone = cls(sequence_length=sequence_length, **settings)
+        checkpoint.load_backbone(backbone)
+        return backbone
+
+    def save_pretrained(self, path, preprocessor=None) -> None:
+        """Writes the backbone as a Hugging Face folder (`config.json`,
+        `model.safetensors`; with `preprocessor`, a `BertPreprocessor`, its
+        vocab.txt and tokenizer config) that `from_pretrained` and
+        `transformers`' `AutoModel` read."""
+        save_folder(path, self, preprocessor=preprocessor)
 
 
 def build_bert(*args, **kwargs) -> BertBackbone:
@@ -265,6 +358,61 @@ class BertClassifier(FunctionalModel):
             "backbone": keras.saving.serialize_keras_object(self.backbone),
         }
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        path,
+        num_classes: int | None = None,
+        sequence_length: int | None = None,
+        **kwargs,
+    ):
+        """A classifier from a Hugging Face folder: the backbone
+        (`BertBackbone.from_pretrained`), and the folder's
+        `*ForSequenceClassification` head when it has one (`classifier.*`,
+        DistilBERT's `pre_classifier.*`; its `id2label` as `class_names`), else a
+        new head of `num_classes`.
+
+        Args:
+            path: the folder.
+            num_classes: int. Needed without a head in the folder; with one, it must
+                be the head's number of labels (or None).
+            sequence_length: int. As in `BertBackbone.from_pretrained`.
+            **kwargs: `dropout`, `class_names`, `name` (over the folder's).
+
+        Returns:
+            A `BertClassifier`.
+        """
+        checkpoint = HFCheckpoint(path)
+        backbone = BertBackbone.from_pretrained(checkpoint, sequence_length)
+        has_head = checkpoint.has_classifier_head()
+        if has_head:
+            head = checkpoint.head_settings()
+            if num_classes not in (None, head["num_classes"]):
+                raise ValueError(
+                    f"`num_classes` must be the {head['num_classes']} labels of the "
+                    f"head in {checkpoint.path} (or None); for a new head build "
+                    "`BertClassifier(BertBackbone.from_pretrained(path), "
+                    f"num_classes)`. Received: num_classes={num_classes}"
+                )
+            settings = {**head, **kwargs}
+        else:
+            if num_classes is None:
+                raise ValueError(
+                    f"`num_classes` must be given: {checkpoint.path} has no "
+                    "classifier head. Received: num_classes=None"
+                )
+            settings = {"num_classes": num_classes, **kwargs}
+        classifier = cls(backbone, **settings)
+        if has_head:
+            checkpoint.load_head(classifier)
+        return classifier
+
+    def save_pretrained(self, path, preprocessor=None) -> None:
+        """Writes a Hugging Face `*ForSequenceClassification` folder: the backbone
+        under its model type's prefix, the head (`classifier.*`), `id2label` from
+        `class_names`, and `preprocessor`'s tokenizer files when given."""
+        save_folder(path, self.backbone, classifier=self, preprocessor=preprocessor)
+
 
 def build_bert_classifier(
     bert,
@@ -290,55 +438,33 @@ def build_bert_classifier(
     )
 
 
-def bert_checkpoint_map(model, prefix: str = "bert") -> dict:
-    """`{checkpoint name: variable}` for Google's BERT variable layout.
-
-    The model is a `BertBackbone` without factorized embeddings or sharing (the
-    layout of the original BERT release).
-    """
+def _google_layout(model, prefix: str) -> dict:
     check_backbone(model, "model")
-    if isinstance(model.token_embedding, FactorizedEmbedding):
+    if model.embedding_dim is not None:
         raise ValueError(
             "`model` must have a plain token embedding for the BERT layout. "
-            "Received: a FactorizedEmbedding (ALBERT)"
+            "Received: a FactorizedEmbedding (ALBERT, embedding_dim)"
         )
     if model.share_layers:
         raise ValueError(
             "`model` must have a block per layer for the BERT layout. "
             "Received: share_layers=True (ALBERT)"
         )
-    e = f"{prefix}/embeddings"
-    norm = model.embeddings_norm
-    mapping = {
-        f"{e}/word_embeddings": model.token_embedding.embeddings,
-        f"{e}/token_type_embeddings": model.segment_embedding.embeddings,
-        f"{e}/position_embeddings": model.position_embedding.position_embeddings,
-        f"{e}/LayerNorm/gamma": norm.gamma,
-        f"{e}/LayerNorm/beta": norm.beta,
-        f"{prefix}/pooler/dense/kernel": model.pooler.kernel,
-        f"{prefix}/pooler/dense/bias": model.pooler.bias,
-    }
-    for i, b in enumerate(model.transformer_layers):
-        layer = f"{prefix}/encoder/layer_{i}"
-        attention = b.attention
-        for part in ("query", "key", "value"):
-            dense = getattr(attention, f"{part}_dense")
-            mapping[f"{layer}/attention/self/{part}/kernel"] = dense.kernel
-            mapping[f"{layer}/attention/self/{part}/bias"] = dense.bias
-        mapping[f"{layer}/attention/output/dense/kernel"] = (
-            attention.output_dense.kernel
+    if model.segment_embedding is None:
+        raise ValueError(
+            "`model` must have segment embeddings for the BERT layout. "
+            "Received: type_vocabulary_size=0 (DistilBERT)"
         )
-        mapping[f"{layer}/attention/output/dense/bias"] = attention.output_dense.bias
-        mapping[f"{layer}/attention/output/LayerNorm/gamma"] = b.attention_norm.gamma
-        mapping[f"{layer}/attention/output/LayerNorm/beta"] = b.attention_norm.beta
-        ff = b.feedforward
-        mapping[f"{layer}/intermediate/dense/kernel"] = ff.intermediate_dense.kernel
-        mapping[f"{layer}/intermediate/dense/bias"] = ff.intermediate_dense.bias
-        mapping[f"{layer}/output/dense/kernel"] = ff.output_dense.kernel
-        mapping[f"{layer}/output/dense/bias"] = ff.output_dense.bias
-        mapping[f"{layer}/output/LayerNorm/gamma"] = b.feedforward_norm.gamma
-        mapping[f"{layer}/output/LayerNorm/beta"] = b.feedforward_norm.beta
-    return mapping
+    return google_bert_layout(model, prefix)
+
+
+def bert_checkpoint_map(model, prefix: str = "bert") -> dict:
+    """`{checkpoint name: variable}` for Google's BERT variable layout.
+
+    The model is a `BertBackbone` without factorized embeddings or sharing (the
+    layout of the original BERT release).
+    """
+    return {name: slot.variable for name, slot in _google_layout(model, prefix).items()}
 
 
 def load_bert_checkpoint(model, checkpoint_path: str, prefix: str = "bert") -> list:
@@ -357,20 +483,10 @@ def load_bert_checkpoint(model, checkpoint_path: str, prefix: str = "bert") -> l
     """
     reader = tf.train.load_checkpoint(checkpoint_path)
     shapes = reader.get_variable_to_shape_map()
-    loaded = []
-    for ckpt_name, variable in bert_checkpoint_map(model, prefix).items():
-        if ckpt_name not in shapes:
-            raise ValueError(
-                f"Checkpoint {checkpoint_path!r} lacks {ckpt_name!r}: the model "
-                "needs every encoder variable of the BERT layout."
-            )
-        value = reader.get_tensor(ckpt_name)
-        target = tuple(variable.shape)
-        if value.size != int(np.prod(target)):
-            raise ValueError(
-                f"Checkpoint variable {ckpt_name!r} has shape {value.shape}, the "
-                f"model's weight {target}."
-            )
-        variable.assign(value.reshape(target))
-        loaded.append(ckpt_name)
-    return loaded
+
+    def read(name):
+        return reader.get_tensor(name) if name in shapes else None
+
+    return assign_weights(
+        _google_layout(model, prefix), read, f"Checkpoint {checkpoint_path!r}"
+    )

@@ -44,6 +44,7 @@ from keras_attn.features.specs import features_from_json, features_to_json
 from keras_attn.layers import (
     PLE,
     AttentionSequencePooling,
+    FeatureCross,
     FieldEmbedding,
     InteractingLayer,
     MMoE,
@@ -216,10 +217,11 @@ class CTRModel(FunctionalModel):
     histories) -> `FieldEmbedding` (one vector per field; a categorical feature that
     a sequence shares gets its own table, used for its candidate and its history)
     -> the `interaction` blocks on the fields `(batch, fields, dim)` (e.g.
-    `InteractingLayer`s, AutoInt) -> the flat fields, the standardized numbers and
-    each history pooled against its candidate by its `sequence_pooling` layer (DIN)
-    -> the `multitask` block -> one tower per task -> the task's output unit
-    (sigmoid for binary tasks, linear for regression, float32).
+    `InteractingLayer`s, AutoInt; `FeatureCross`, DCN-v2) -> the flat fields, the
+    standardized numbers and each history pooled against its candidate by its
+    `sequence_pooling` layer (DIN) -> the `multitask` block -> one tower per task
+    -> the task's output unit (sigmoid for binary tasks, linear for regression,
+    float32).
 
     The parts are passed as objects and kept as attributes, the way a KerasHub task
     takes its backbone: `interaction` (a list), `sequence_pooling`,
@@ -237,7 +239,9 @@ class CTRModel(FunctionalModel):
             Defaults to False.
         interaction: a layer or list of layers mapping the fields `(batch, fields,
             embedding_dim)` to `(batch, fields, dim)`, applied in turn, e.g.
-            `[InteractingLayer(num_heads=2, att_dim=8)] * 1`. Defaults to none.
+            `[InteractingLayer(num_heads=2, att_dim=8)]` (AutoInt) or
+            `[FeatureCross(num_layers=2)]` (DCN-v2, crossing the flat fields).
+            Defaults to none.
         sequence_pooling: dict `{sequence feature: layer}` of the layers pooling a
             history `(batch, max_len, dim)` against its candidate `(batch, dim)`
             (called `(candidate, history, mask=mask)`). Defaults to an
@@ -541,6 +545,8 @@ def build_ctr_model(
     num_heads: int = 2,
     att_dim: int = 8,
     use_residual: bool = True,
+    cross_layers: int = 0,
+    cross_projection_dim: int | None = None,
     din_hidden_units: Sequence[int] = (80, 40),
     din_activation: str = "dice",
     din_interaction: str = "concat_diff_product",
@@ -553,7 +559,8 @@ def build_ctr_model(
 ) -> CTRModel:
     """A `CTRModel` from flat arguments: the common cases in one call.
 
-    The parts it composes: `interacting_layers` `InteractingLayer`s (AutoInt), an
+    The parts it composes: `interacting_layers` `InteractingLayer`s (AutoInt),
+    then a `FeatureCross` of `cross_layers` layers (DCN-v2), an
     `AttentionSequencePooling` per `SequenceFeature` (DIN), then `MMoE`, `PLE` or a
     shared bottom MLP (`multitask`), and a tower MLP per task. For other parts pass
     them to `CTRModel` as objects.
@@ -587,6 +594,10 @@ def build_ctr_model(
         num_heads: int. Heads of each interacting layer. Defaults to 2.
         att_dim: int. Size of each head. Defaults to 8.
         use_residual: bool. Residual projection in the interacting layers.
+        cross_layers: int. DCN-v2 cross layers (one `FeatureCross`) on the
+            flat fields, after the interacting layers. Defaults to 0.
+        cross_projection_dim: int or None. Rank of the cross layers' matrices;
+            None is full rank. Defaults to None.
         din_hidden_units: list of int. DIN activation unit sizes. Defaults to
             (80, 40).
         din_activation: str. DIN activation unit activation. Defaults to "dice".
@@ -631,6 +642,24 @@ def build_ctr_model(
         check_choice("din_interaction", din_interaction, INTERACTIONS)
         check_bool("use_residual", use_residual)
         check_int("interacting_layers", interacting_layers, minimum=0)
+        check_int("cross_layers", cross_layers, minimum=0)
+        interaction = [
+            InteractingLayer(
+                num_heads=num_heads,
+                att_dim=att_dim,
+                use_residual=use_residual,
+                name=f"interacting_{i}",
+            )
+            for i in range(interacting_layers)
+        ]
+        if cross_layers:
+            interaction.append(
+                FeatureCross(
+                    num_layers=cross_layers,
+                    projection_dim=cross_projection_dim,
+                    name="feature_cross",
+                )
+            )
         if multitask == "mmoe":
             block = MMoE(
                 tasks=task_names,
@@ -663,15 +692,7 @@ def build_ctr_model(
             tasks,
             embedding_dim=embedding_dim,
             shared_table=shared_table,
-            interaction=[
-                InteractingLayer(
-                    num_heads=num_heads,
-                    att_dim=att_dim,
-                    use_residual=use_residual,
-                    name=f"interacting_{i}",
-                )
-                for i in range(interacting_layers)
-            ],
+            interaction=interaction,
             sequence_pooling={
                 f.name: AttentionSequencePooling(
                     hidden_units=tuple(din_hidden_units),

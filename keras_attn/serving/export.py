@@ -31,6 +31,7 @@ __all__ = [
     "latest_version",
     "load_serving_fn",
     "read_features_json",
+    "resolve_export",
 ]
 
 _SPECS_FILE = "keras_attn_features.json"
@@ -43,6 +44,20 @@ def latest_version(base_dir: str | Path) -> int | None:
         return None
     versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
     return max(versions) if versions else None
+
+
+def resolve_export(path) -> Path:
+    """A version folder: `path` itself, or the highest version under it."""
+    path = Path(path)
+    if (path / "saved_model.pb").exists():
+        return path
+    version = latest_version(path)
+    if version is None or not (path / str(version) / "saved_model.pb").exists():
+        raise ValueError(
+            "`--model` must be an export's version folder (with saved_model.pb) or "
+            f"its base folder (with numbered versions). Received: {str(path)!r}"
+        )
+    return path / str(version)
 
 
 def _input_names(model) -> list[str]:

@@ -5,6 +5,7 @@ Imports no layer and no model (`keras_attn.models` holds the text models and
 `fit_text_classifier`; `keras_attn.layers.text` the text models' glue layers).
 """
 
+from keras_attn.text.bert_tokenizer import BertTokenizer, pack_segments
 from keras_attn.text.cloze import (
     cloze_bert_vocabulary,
     encode_cloze,
@@ -37,6 +38,7 @@ from keras_attn.text.tokenizers import (
 )
 
 __all__ = [
+    "BertTokenizer",
     "PAD",
     "SHIPPED_VOCABULARIES",
     "UNK",
@@ -53,6 +55,7 @@ __all__ = [
     "make_cloze_questions",
     "mask_tokens",
     "most_frequent_candidate",
+    "pack_segments",
     "pack_document_windows",
     "pack_sentence_pairs",
     "pretraining_dataset",
