@@ -36,7 +36,7 @@ def test_read_text_file_csv_and_jsonl(tmp_path):
     with gzip.open(jl, "wt") as f:
         f.write(json.dumps({"sentences": ["a b .", "c ."], "label": "neg"}) + "\n")
     assert read_text_file(jl, "sentences", "label") == (["a b . c ."], ["neg"])
-    with pytest.raises(SystemExit, match="text"):
+    with pytest.raises(ValueError, match="column 'text' not in"):
         read_text_file(csv, "text", "label")
 
 

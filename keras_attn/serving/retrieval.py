@@ -9,12 +9,9 @@ either Keras generation.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
+from keras_attn._publish import written_whole
 from keras_attn._validation import check_at_most, check_positive_int, check_shape
 from keras_attn.backend import tf
 from keras_attn.layers.retrieval import BruteForceTopK
@@ -117,8 +114,8 @@ def export_retrieval_index(
     - `serve_strings` (integer vocabularies): `history` as decimal strings,
       `item_ids` as strings.
 
-    The folder is written beside `export_dir` and moved in whole, so a server
-    polling it never sees half an export.
+    The folder is written beside `export_dir` and moved in whole (an existing one
+    swapped out), so a server polling it never sees half an export.
 
     Args:
         model: a trained `SequentialRetrieval` (any retrieval task).
@@ -149,19 +146,14 @@ def export_retrieval_index(
         }
     else:
         signatures = {"serving_default": serving.serve_strings}
-    target = Path(export_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     # tf_keras logs where the assets went on save: not the user's concern.
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")
     try:
-        tf.saved_model.save(serving, str(tmp / "model"), signatures=signatures)
-        if target.exists():
-            shutil.rmtree(target)
-        (tmp / "model").rename(target)
+        # An existing export is swapped out whole, never removed first.
+        with written_whole(export_dir, overwrite=True) as folder:
+            tf.saved_model.save(serving, str(folder), signatures=signatures)
     finally:
         logger.setLevel(level)
-        shutil.rmtree(tmp, ignore_errors=True)
     return export_dir
