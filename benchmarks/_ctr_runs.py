@@ -130,3 +130,86 @@ def wall_ratios(results: dict, baseline: str) -> str:
             + f" (mean {np.mean(ratios):.2f})"
         )
     return "Fit wall time over DeepCTR's, seed by seed: " + "; ".join(parts) + "."
+
+
+def timed_fit_ctr(
+    out_dir, tag, model, specs, tasks, train, test, config, seed, epochs, jit
+) -> dict:
+    """keras_attn's side of a run: `fit_ctr_model` timed (encoding the raw rows and
+    compiling included), then the test predictions saved."""
+    from keras_attn.backend import keras
+    from keras_attn.features import to_dataset
+    from keras_attn.models import fit_ctr_model
+
+    timer = EpochTimes()
+    start = time.perf_counter()
+    fit_ctr_model(
+        model,
+        specs,
+        tasks,
+        train,
+        epochs=epochs,
+        batch_size=config["batch"],
+        seed=seed,
+        learning_rate=config["lr"],
+        jit_compile=jit,
+        callbacks=[timer.callback(keras)],
+        verbose=0,
+    )
+    wall = time.perf_counter() - start
+    preds = model.predict(to_dataset(test, specs, batch_size=4096), verbose=0)
+    trained = len(train) // config["batch"] * config["batch"]  # full batches only
+    return {
+        "predictions": save_predictions(out_dir, tag, preds[tasks[0].name]),
+        "examples_per_s": timer.examples_per_s(trained),
+        "wall_s": wall,
+    }
+
+
+def timed_fit_deepctr(out_dir, tag, model, x, y, x_test, config, epochs) -> dict:
+    """DeepCTR's side of a run: Adam and binary cross-entropy, `fit` timed on the
+    encoded inputs, then the test predictions saved."""
+    import tensorflow as tf
+
+    model.compile(tf.keras.optimizers.Adam(config["lr"]), "binary_crossentropy")
+    timer = EpochTimes()
+    start = time.perf_counter()
+    model.fit(
+        x,
+        y,
+        batch_size=config["batch"],
+        epochs=epochs,
+        shuffle=True,
+        verbose=0,
+        callbacks=[timer.callback(tf.keras)],
+    )
+    wall = time.perf_counter() - start
+    preds = model.predict(x_test, batch_size=4096, verbose=0)
+    return {
+        "predictions": save_predictions(out_dir, tag, preds),
+        "examples_per_s": timer.examples_per_s(len(y)),
+        "wall_s": wall,
+    }
+
+
+def alternating_runs(script, order, seeds, epochs, out_dir):
+    """Each `(which, name)` of `order` once per seed, in fresh processes (DeepCTR's,
+    `which == "deepctr"`, under Keras 2), the order reversed every other seed so
+    that load on the shared machine hits both alike. Returns `({name: [result per
+    seed]}, load averages seen)`; a run whose library is missing is left out."""
+    results, loads = {}, [os.getloadavg()[0]]
+    for seed in range(seeds):
+        for which, name in order if seed % 2 == 0 else order[::-1]:
+            r = run_process(
+                script,
+                [which, seed, epochs],
+                legacy=which == "deepctr",
+                out_dir=out_dir,
+            )
+            loads.append(os.getloadavg()[0])
+            print(name, seed, r, file=sys.stderr, flush=True)
+            if r is None:
+                print(f"{name}: not installed, left out", file=sys.stderr)
+                continue
+            results.setdefault(name, []).append(r)
+    return results, loads

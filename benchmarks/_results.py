@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import re
 from pathlib import Path
@@ -14,6 +15,27 @@ _HEADER = (
     "Ratios come from one run, alternating the implementations, on a shared 2-core CPU "
     "machine: read them as ratios, not as absolute speeds.\n"
 )
+
+
+def cpu_model() -> str:
+    """The CPU's model name (`/proc/cpuinfo`) and the number of cores."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def machine(loads) -> str:
+    """A sentence for a figure's machine: the CPU and the load while it ran."""
+    return (
+        f"CPU: {cpu_model()}; load average (1 min) during the run "
+        f"{min(loads):.1f}-{max(loads):.1f}, the machine shared with other jobs."
+    )
 
 
 def write_section(name: str, body: str, command: str) -> None:

@@ -32,21 +32,20 @@ the DeepCTR row is left out. Reads ../shared/data/criteo (see DATA.md).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 from benchmarks._ctr_runs import (
     SHARED_DATA,
-    EpochTimes,
+    alternating_runs,
     results_table,
-    run_process,
-    save_predictions,
+    timed_fit_ctr,
+    timed_fit_deepctr,
     wall_ratios,
 )
+from benchmarks._results import machine
 
 DATA = SHARED_DATA / "criteo" / "criteo_8k.tsv.gz"
 CONFIG = dict(
@@ -82,8 +81,7 @@ def load():
 
 def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> dict:
     from keras_attn.backend import keras
-    from keras_attn.features import to_dataset
-    from keras_attn.models import Task, build_ctr_model, fit_ctr_model
+    from keras_attn.models import Task, build_ctr_model
 
     keras.utils.set_random_seed(seed)
     train, test, specs = load()
@@ -106,31 +104,19 @@ def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> di
         ),
         embeddings_regularizer=keras.regularizers.L2(CONFIG["l2_embedding"]),
     )
-    timer = EpochTimes()
-    start = time.perf_counter()
-    fit_ctr_model(
+    return timed_fit_ctr(
+        out_dir,
+        f"keras_attn_{seed}_{jit}",
         model,
         specs,
         tasks,
         train,
-        epochs=epochs,
-        batch_size=CONFIG["batch"],
-        seed=seed,
-        learning_rate=CONFIG["lr"],
-        jit_compile=jit,
-        callbacks=[timer.callback(keras)],
-        verbose=0,
+        test,
+        CONFIG,
+        seed,
+        epochs,
+        jit,
     )
-    wall = time.perf_counter() - start
-    preds = model.predict(to_dataset(test, specs, batch_size=4096), verbose=0)
-    trained = len(train) // CONFIG["batch"] * CONFIG["batch"]  # full batches only
-    return {
-        "predictions": save_predictions(
-            out_dir, f"keras_attn_{seed}_{jit}", preds["click"]
-        ),
-        "examples_per_s": timer.examples_per_s(trained),
-        "wall_s": wall,
-    }
 
 
 def _encode(df, specs) -> dict:
@@ -164,31 +150,22 @@ def run_deepctr(out_dir: str, seed: int, epochs: int) -> dict:
         l2_reg_embedding=CONFIG["l2_embedding"],
         seed=seed,
     )
-    model.compile(tf.keras.optimizers.Adam(CONFIG["lr"]), "binary_crossentropy")
-    x, x_test = _encode(train, specs), _encode(test, specs)
-    timer = EpochTimes()
-    start = time.perf_counter()
-    model.fit(
-        x,
+    return timed_fit_deepctr(
+        out_dir,
+        f"deepctr_{seed}",
+        model,
+        _encode(train, specs),
         train["label"].to_numpy("float32"),
-        batch_size=CONFIG["batch"],
-        epochs=epochs,
-        shuffle=True,
-        verbose=0,
-        callbacks=[timer.callback(tf.keras)],
+        _encode(test, specs),
+        CONFIG,
+        epochs,
     )
-    wall = time.perf_counter() - start
-    preds = model.predict(x_test, batch_size=4096, verbose=0)
-    return {
-        "predictions": save_predictions(out_dir, f"deepctr_{seed}", preds),
-        "examples_per_s": timer.examples_per_s(len(train)),
-        "wall_s": wall,
-    }
 
 
+# One run in a fresh process: `python -c` with out_dir, which, seed, epochs.
 _SCRIPT = r"""
 import json, sys
-from benchmarks.bench_autoint import run_deepctr, run_keras_attn
+from benchmarks.{module} import run_deepctr, run_keras_attn
 out_dir, which, seed, epochs = sys.argv[1:5]
 if which == "deepctr":
     r = run_deepctr(out_dir, int(seed), int(epochs))
@@ -198,50 +175,43 @@ print(json.dumps(r))
 """
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def criteo_main(
+    argv, module: str, doc: str, deepctr: str, keras_attn: dict, default_xla: str
+) -> int:
+    """The command line of a criteo_8k comparison with DeepCTR (`module`'s
+    `run_deepctr` and `run_keras_attn`): alternating runs per seed, the AUC table
+    and the wall-time ratios, written to RESULTS.md as the section `module`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument(
         "--xla",
         choices=["both", "on", "off"],
-        default="both",
+        default=default_xla,
         help="keras_attn's fit_ctr_model jit_compile setting(s)",
     )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not DATA.exists():
         print(
-            f"{DATA} is absent: bench_autoint reads ../shared/data/criteo "
+            f"{DATA} is absent: {module} reads ../shared/data/criteo "
             "(see DATA.md); nothing was run",
             file=sys.stderr,
         )
         return 0
     jits = {"both": (True, False), "on": (True,), "off": (False,)}[args.xla]
-    order = [("deepctr", DEEPCTR)] + [
-        ("xla" if jit else "noxla", KERAS_ATTN[jit]) for jit in jits
+    order = [("deepctr", deepctr)] + [
+        ("xla" if jit else "noxla", keras_attn[jit]) for jit in jits
     ]
-    results: dict[str, list] = {}
-    loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as out_dir:
-        for seed in range(args.seeds):
-            # Alternate the order so that load on the shared machine hits both alike.
-            for which, name in order if seed % 2 == 0 else order[::-1]:
-                r = run_process(
-                    _SCRIPT,
-                    [which, seed, args.epochs],
-                    legacy=which == "deepctr",
-                    out_dir=out_dir,
-                )
-                loads.append(os.getloadavg()[0])
-                print(name, seed, r, file=sys.stderr, flush=True)
-                if r is None:
-                    print(
-                        "DeepCTR is not installed: its row is left out", file=sys.stderr
-                    )
-                    continue
-                results.setdefault(name, []).append(r)
-        names = (DEEPCTR, KERAS_ATTN[True], KERAS_ATTN[False])
+        results, loads = alternating_runs(
+            _SCRIPT.replace("{module}", module),
+            order,
+            args.seeds,
+            args.epochs,
+            out_dir,
+        )
+        names = (deepctr, keras_attn[True], keras_attn[False])
         results = {n: results[n] for n in names if n in results}
         train, test, _ = load()
         labels = test["label"].to_numpy()
@@ -250,25 +220,27 @@ def main(argv=None) -> int:
             f"split, seed 0), {labels.mean():.1%} positive in test; {args.epochs} "
             f"epoch(s), {args.seeds} initialization seed(s), the configuration of "
             "the module docstring. The DeLong intervals (of an AUC, and of the "
-            "paired difference on the same seed) are averaged over the seeds. Load "
-            f"average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f}, on "
-            "a 2-core machine shared with other jobs: wall times are noisy, compare "
-            "the ratios.\n\n"
-            + results_table(labels, results, DEEPCTR)
+            "paired difference on the same seed) are averaged over the seeds. "
+            f"{machine(loads)} Wall times are noisy: compare the ratios.\n\n"
+            + results_table(labels, results, deepctr)
             + "\n\n"
-            + wall_ratios(results, DEEPCTR)
+            + wall_ratios(results, deepctr)
         )
     print(body)
     if not args.no_write:
         from benchmarks._results import write_section
 
         write_section(
-            "bench_autoint",
+            module,
             body,
-            f"python -m benchmarks.bench_autoint --epochs {args.epochs} --seeds "
+            f"python -m benchmarks.{module} --epochs {args.epochs} --seeds "
             f"{args.seeds} --xla {args.xla}",
         )
     return 0
+
+
+def main(argv=None) -> int:
+    return criteo_main(argv, "bench_autoint", __doc__, DEEPCTR, KERAS_ATTN, "both")
 
 
 if __name__ == "__main__":

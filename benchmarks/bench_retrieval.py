@@ -1,5 +1,6 @@
 """Sequential retrieval on MovieLens-100K: keras_attn's two-tower model trained with
-TensorFlow Recommenders' retrieval task, against the most-popular baseline.
+its own retrieval task under Keras 3 and under Keras 2, and with TensorFlow
+Recommenders' task under Keras 2, against the most-popular baseline.
 
 Examples from `keras_attn.datasets.load_movielens_sequences`: one per rating of the
 755 users of ../shared/data/movielens_100k (every rating is an interaction), the
@@ -11,9 +12,14 @@ for the figures below and nothing else.
 The model (`SequentialRetrieval`): a query tower of item and position embeddings
 and causal pre-LN `TransformerEncoderBlock`s (SASRec style), the last position's
 state as the query; a candidate tower of the item's id embedding and its genres;
-`tfrs.tasks.Retrieval`'s in-batch softmax. Its settings are fixed in CONFIG; the
-choices among the variants of `--select` were made on a validation part (each
-user's last 10 training ratings, held out of training), never on the test part.
+an in-batch softmax with the logQ correction and accidental hits removed. Three
+paths train the same towers from the same seed, each in a fresh process: the
+TFRS path (`tfrs.tasks.Retrieval`, Keras 2, which sums the batch's losses),
+keras_attn's `RetrievalTask` under Keras 2, and under Keras 3 (a mean over the
+batch; Adam makes the two scales nearly the same step). Its settings are fixed in
+CONFIG; the choices among the variants of `--select` were made on a validation
+part (each user's last 10 training ratings, held out of training) with the TFRS
+path, never on the test part.
 
 Scores: every one of the 1,682 items is ranked for each test example; the items
 the user rated before the target (all of them, not only the 50 of the history)
@@ -23,25 +29,30 @@ training targets, ties to the lower index. Recall@k: the share of test examples
 whose target is in the top k; NDCG@10 with the one relevant item. 95% intervals:
 2.5% and 97.5% quantiles over 1,000 resamplings of the users (all ten test
 examples of a drawn user together), also for the paired difference to the
-baseline.
+baseline and for the paired difference of each keras_attn path to the TFRS path
+on the same test examples.
 
-    TF_USE_LEGACY_KERAS=1 python -m benchmarks.bench_retrieval [--epochs N]
-        [--seeds 2] [--no-write]
+    python -m benchmarks.bench_retrieval [--epochs N] [--seed 0] [--no-write]
     TF_USE_LEGACY_KERAS=1 python -m benchmarks.bench_retrieval --select
 
-The script sets TF_USE_LEGACY_KERAS=1 itself when it is not set (TFRS needs Keras
-2). Reads ../shared/data/movielens_100k (see DATA.md); skips without it.
+The three paths run one after the other in fresh processes (Keras 2 for the first
+two). Reads ../shared/data/movielens_100k (see DATA.md); skips without it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks._ctr_runs import run_process
+from benchmarks._results import machine
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens_100k"
 CONFIG = dict(
@@ -84,13 +95,24 @@ def _paired_difference(ranks_a, ranks_b, users, k, num_bootstrap=1000, seed=0):
     return float(diff.mean()), float(low), float(high)
 
 
-def run(config: dict, seed: int, validation: bool, epoch_log=None) -> dict:
+#: The trained paths: (row label, TFRS task, Keras 2).
+PATHS = {
+    "tfrs": ("TFRS path: tfrs.tasks.Retrieval, Keras 2 (tf_keras)", True, True),
+    "native_keras2": ("keras_attn RetrievalTask, Keras 2 (tf_keras)", False, True),
+    "native_keras3": ("keras_attn RetrievalTask, Keras 3", False, False),
+}
+
+
+def run(
+    config: dict, seed: int, validation: bool, epoch_log=None, tfrs_task=False
+) -> dict:
     """Trains one model; its scores on the test (or validation) part, with the
     baseline's, excluding and not excluding the seen items."""
     from keras_attn.backend import keras
     from keras_attn.datasets import load_movielens_sequences
     from keras_attn.models.retrieval import (
         SequentialRetrieval,
+        build_sequential_retrieval,
         fit_retrieval_model,
         most_popular_scores,
         top_k_metrics,
@@ -104,7 +126,7 @@ def run(config: dict, seed: int, validation: bool, epoch_log=None) -> dict:
     )
     part = data.validation if validation else data.test
     keras.utils.set_random_seed(seed)
-    model = SequentialRetrieval(
+    model = build_sequential_retrieval(
         data.num_items,
         item_genres=data.item_genres,
         **{
@@ -121,6 +143,17 @@ def run(config: dict, seed: int, validation: bool, epoch_log=None) -> dict:
             )
         },
     )
+    if tfrs_task:
+        import tensorflow_recommenders as tfrs
+
+        model = SequentialRetrieval(
+            model.query_tower,
+            model.candidate_tower,
+            task=tfrs.tasks.Retrieval(
+                temperature=config["temperature"],
+                remove_accidental_hits=config["remove_accidental_hits"],
+            ),
+        )
     times = []
 
     class Timer(keras.callbacks.Callback):
@@ -149,6 +182,7 @@ def run(config: dict, seed: int, validation: bool, epoch_log=None) -> dict:
     popular = most_popular_scores(data.train.item, data.num_items)
     seen = data.seen_mask(part)
     out = {"wall_s": wall, "epoch_s": times, "n_train": len(data.train)}
+    out["users"] = part.user
     out["n_eval"], out["n_users"] = len(part), len(np.unique(part.user))
     for exclusion, mask in (("excluded", seen), ("kept", None)):
         for name, s in (("model", scores), ("popular", popular)):
@@ -177,27 +211,65 @@ def _signed(value) -> str:
     return f"{v:+.4f} ({low:+.4f} to {high:+.4f})"
 
 
-def _table(results: list, exclusion: str) -> str:
+def _table(results: dict, exclusion: str) -> str:
+    """One row per path (and the baseline): recall@10/@50 and NDCG@10 with their
+    per-user intervals, and recall@10 minus the TFRS path's, paired."""
     metrics = [f"recall@{k}" for k in KS] + ["ndcg@10"]
-    header = "| model | seed | " + " | ".join(metrics)
-    header += " | recall@10 minus most popular's, paired |\n"
-    header += "|---|---|" + "---|" * (len(metrics) + 1) + "\n"
+    header = "| model | " + " | ".join(metrics)
+    header += " | recall@10 minus the TFRS path's, paired | fit wall s |\n"
+    header += "|---|" + "---|" * (len(metrics) + 2) + "\n"
     rows = []
-    for seed, r in enumerate(results):
-        model, popular = r[(exclusion, "model")], r[(exclusion, "popular")]
-        diff = r[(exclusion, "difference")]["recall@10"]
+    base = results.get("tfrs")
+    for path, r in results.items():
+        m = r[exclusion]
+        diff = ""
+        if base is not None and path != "tfrs":
+            diff = _signed(
+                _paired_difference(
+                    np.load(r[f"ranks_{exclusion}"]),
+                    np.load(base[f"ranks_{exclusion}"]),
+                    np.load(r["users"]),
+                    10,
+                )
+            )
         rows.append(
-            f"| keras_attn SequentialRetrieval | {seed} | "
-            + " | ".join(_interval(model[m]) for m in metrics)
-            + f" | {_signed(diff)} |"
+            f"| {PATHS[path][0]} | "
+            + " | ".join(_interval(m[k]) for k in metrics)
+            + f" | {diff} | {r['wall_s']:.0f} |"
         )
-    popular = results[0][(exclusion, "popular")]
+    popular = next(iter(results.values()))[f"popular_{exclusion}"]
     rows.append(
-        "| most popular | - | "
-        + " | ".join(_interval(popular[m]) for m in metrics)
-        + " | |"
+        "| most popular | "
+        + " | ".join(_interval(popular[k]) for k in metrics)
+        + " | | |"
     )
     return header + "\n".join(rows)
+
+
+def worker() -> None:
+    """One path in this process (`python -c` with out_dir, path, seed, epochs):
+    prints its JSON result; the ranks and users go to `.npy` files."""
+    out_dir, path, seed, epochs = sys.argv[1:5]
+    config = {**CONFIG, "epochs": int(epochs)}
+    r = run(config, int(seed), validation=False, tfrs_task=PATHS[path][1])
+    result = {
+        "wall_s": r["wall_s"],
+        "epoch_s": r["epoch_s"],
+        "n_train": r["n_train"],
+        "n_eval": r["n_eval"],
+        "n_users": r["n_users"],
+        "users": str(Path(out_dir) / "users.npy"),
+    }
+    np.save(result["users"], r["users"])
+    for exclusion in ("excluded", "kept"):
+        model = r[(exclusion, "model")]
+        result[f"ranks_{exclusion}"] = str(Path(out_dir) / f"{path}_{exclusion}.npy")
+        np.save(result[f"ranks_{exclusion}"], model.pop("ranks"))
+        result[exclusion] = model
+        popular = dict(r[(exclusion, "popular")])
+        popular.pop("ranks")
+        result[f"popular_{exclusion}"] = popular
+    print(json.dumps(result))
 
 
 def select(args) -> None:
@@ -221,7 +293,8 @@ def select(args) -> None:
             )["recall@10"][0]
             curve.append(recall)
 
-        r = run(config, seed=0, validation=True, epoch_log=epoch_log)
+        legacy = os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True")
+        r = run(config, seed=0, validation=True, epoch_log=epoch_log, tfrs_task=legacy)
         m, p = r[("excluded", "model")], r[("excluded", "popular")]
         line = (
             f"| {name} | {_interval(m['recall@10'])} | {_interval(m['recall@50'])} "
@@ -259,39 +332,41 @@ def select(args) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
     parser.add_argument("--select", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not DATA.exists():
         print(f"{DATA} is absent: this benchmark reads ../shared/data", file=sys.stderr)
         return 0
-    if os.environ.get("TF_USE_LEGACY_KERAS") not in ("1", "true", "True"):
-        if "tensorflow" in sys.modules:
-            print(
-                "TensorFlow Recommenders needs TF_USE_LEGACY_KERAS=1", file=sys.stderr
-            )
-            return 1
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"
     if args.select:
         select(args)
         return 0
     config = {**CONFIG, "epochs": args.epochs or CONFIG["epochs"]}
-    loads, results = [os.getloadavg()[0]], []
-    for seed in range(args.seeds):
-        r = run(config, seed, validation=False)
-        loads.append(os.getloadavg()[0])
-        results.append(r)
-        m = r[("excluded", "model")]
-        print(
-            f"seed {seed}: recall@10 {_interval(m['recall@10'])}, "
-            f"fit {r['wall_s']:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-    first = results[0]
-    epoch_s = np.mean([np.mean(r["epoch_s"][1:] or r["epoch_s"]) for r in results])
-    wall_s = np.mean([r["wall_s"] for r in results])
+    script = "from benchmarks.bench_retrieval import worker; worker()"
+    loads, results = [os.getloadavg()[0]], {}
+    with tempfile.TemporaryDirectory() as out_dir:
+        for path in args.paths:
+            r = run_process(
+                script,
+                [path, args.seed, config["epochs"]],
+                legacy=PATHS[path][2],
+                out_dir=out_dir,
+            )
+            loads.append(os.getloadavg()[0])
+            results[path] = r
+            print(
+                f"{path}: recall@10 {_interval(r['excluded']['recall@10'])}, "
+                f"fit {r['wall_s']:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        tables = {e: _table(results, e) for e in ("excluded", "kept")}
+    first = next(iter(results.values()))
+    epoch_s = {
+        path: np.mean(r["epoch_s"][1:] or r["epoch_s"]) for path, r in results.items()
+    }
     body = (
         f"MovieLens-100K, {first['n_users']} users: {first['n_train']:,} training "
         f"and {first['n_eval']:,} test examples (each user's last "
@@ -300,21 +375,20 @@ def main(argv=None) -> int:
         f"(embedding {config['embedding_dim']}, {config['num_layers']} causal pre-LN "
         f"Transformer blocks of {config['num_heads']} heads over the last "
         f"{config['history_length']} items, the last position's state as the query, "
-        f"item tower of id + genres; `tfrs.tasks.Retrieval`, in-batch softmax over "
-        f"batches of {config['batch_size']}, accidental hits removed: "
+        f"item tower of id + genres; in-batch softmax over batches of "
+        f"{config['batch_size']}, accidental hits removed: "
         f"{config['remove_accidental_hits']}, logQ correction: "
         f"{config['sampling_correction']}; Adam {config['learning_rate']}, "
         f"{config['epochs']} epochs, chosen beforehand; the variants were compared on "
-        f"a validation part only: the bench_retrieval_select section). "
-        f"{args.seeds} initialization seed(s). Fit wall time {wall_s:.0f} s "
-        f"({epoch_s:.1f} s per epoch after the first), load average (1 min) "
-        f"{min(loads):.1f}-{max(loads):.1f}. 95% intervals: per-user bootstrap "
-        "(1,000 resamplings of the users).\n\n"
-        "Items the user rated before the target excluded from the ranking (both "
-        "models):\n\n"
-        + _table(results, "excluded")
-        + "\n\nNothing excluded (both models):\n\n"
-        + _table(results, "kept")
+        f"a validation part only: the bench_retrieval_select section). One run per "
+        f"path, initialization seed {args.seed}, each in a fresh process, one after "
+        "the other; seconds per epoch after the first: "
+        + ", ".join(f"{path} {s:.1f}" for path, s in epoch_s.items())
+        + f". {machine(loads)} 95% intervals: per-user bootstrap (1,000 "
+        "resamplings of the users), also for the paired differences.\n\n"
+        "Items the user rated before the target excluded from the ranking (all "
+        "models):\n\n" + tables["excluded"] + "\n\nNothing excluded (all models):"
+        "\n\n" + tables["kept"]
     )
     print(body)
     if not args.no_write:
@@ -324,8 +398,7 @@ def main(argv=None) -> int:
         write_section(
             "bench_retrieval",
             body,
-            f"TF_USE_LEGACY_KERAS=1 python -m benchmarks.bench_retrieval --seeds "
-            f"{args.seeds}{epochs}",
+            f"python -m benchmarks.bench_retrieval --seed {args.seed}{epochs}",
         )
     return 0
 

@@ -1,10 +1,12 @@
 """A training process for tests/test_distribute_resume.py.
 
-`python distribute_resume_worker.py WORK_DIR OUT [KILL_MARKER]` trains a tiny CTR
-model with `fit_ctr_model(..., backup_dir=WORK_DIR/backup,
+`python distribute_resume_worker.py WORK_DIR OUT SOURCE [KILL_MARKER]` trains a
+tiny CTR model with `fit_ctr_model(..., backup_dir=WORK_DIR/backup,
 checkpoint_dir=WORK_DIR/checkpoints)` for 3 epochs of 4 steps and writes its final
-weights to OUT (.npz). With KILL_MARKER, it writes that file after epoch 1's third
-batch and waits (at most 120 s) for the test to kill it.
+weights to OUT (.npz). SOURCE is "frame" (the rows as a DataFrame) or "csv" (the
+same rows written to WORK_DIR/train.csv and streamed from there). With KILL_MARKER,
+it writes that file after epoch 1's third batch and waits (at most 120 s) for the
+test to kill it.
 """
 
 import os
@@ -45,7 +47,7 @@ class KillPoint(keras.callbacks.Callback):
             sys.exit(3)
 
 
-def main(work_dir, out, marker=None):
+def main(work_dir, out, source, marker=None):
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     n = 64
@@ -58,6 +60,10 @@ def main(work_dir, out, marker=None):
         }
     )
     specs = infer_features(df, labels=["click", "buy"])
+    data = df
+    if source == "csv":
+        data = os.path.join(work_dir, "train.csv")
+        df.to_csv(data, index=False)
     model = build_ctr_model(
         specs, ["click", "buy"], num_experts=2, expert_units=(8,), tower_units=(4,)
     )
@@ -65,7 +71,7 @@ def main(work_dir, out, marker=None):
         model,
         specs,
         ["click", "buy"],
-        df,
+        data,
         epochs=3,
         batch_size=16,
         seed=7,

@@ -2,9 +2,9 @@
 same arguments (`backup_dir=`) ends with the uninterrupted run's weights.
 
 The worker (`distribute_resume_worker.py`) is seeded, runs with op determinism and
-reads the rows in an order that depends on the epoch only
-(`keras_attn.distribute.epoch_batches`), so the two runs agree to float32
-round-off: atol 1e-6.
+reads the rows in an order that depends on the epoch only (a DataFrame's by
+`keras_attn.distribute.epoch_batches`, a CSV file's by its chunks shuffled with
+`(seed, epoch, chunk)`), so the two runs agree to float32 round-off: atol 1e-6.
 """
 
 import os
@@ -46,15 +46,23 @@ def _weights(path):
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_to_the_uninterrupted_weights(tmp_path):
+@pytest.mark.parametrize("source", ["frame", "csv"])
+def test_killed_run_resumes_to_the_uninterrupted_weights(tmp_path, source):
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     whole.mkdir()
     broken.mkdir()
-    _run(whole, whole / "out.npz")
+    _run(whole, whole / "out.npz", source)
 
     marker = broken / "killed_here"
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(broken), str(broken / "out.npz"), marker],
+        [
+            sys.executable,
+            str(WORKER),
+            str(broken),
+            str(broken / "out.npz"),
+            source,
+            marker,
+        ],
         env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -80,7 +88,7 @@ def test_killed_run_resumes_to_the_uninterrupted_weights(tmp_path):
         "epoch_001.weights.h5"
     ]
 
-    _run(broken, broken / "out.npz")  # the same arguments, without the kill
+    _run(broken, broken / "out.npz", source)  # the same arguments, without the kill
     resumed, expected = _weights(broken / "out.npz"), _weights(whole / "out.npz")
     assert len(resumed) == len(expected)
     for a, b in zip(resumed, expected):

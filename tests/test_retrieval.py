@@ -1,6 +1,7 @@
 """Sequential retrieval: the MovieLens next-item examples, the towers, the metrics,
-and (under TF_USE_LEGACY_KERAS=1, which TensorFlow Recommenders needs) training and
-the BruteForce export reloaded with TensorFlow alone."""
+training with keras_attn's RetrievalTask under both Keras generations (and with
+TFRS's task under TF_USE_LEGACY_KERAS=1), `.keras` round trips, the old flat
+spelling, and the index export reloaded with TensorFlow alone."""
 
 import json
 
@@ -8,27 +9,23 @@ import numpy as np
 import pytest
 
 from keras_attn._validation import check_at_most, check_shape
-from keras_attn.backend import KERAS_3, keras
+from keras_attn.backend import KERAS_3, keras, tf
 from keras_attn.datasets import load_movielens_din, load_movielens_sequences
+from keras_attn.layers import HistoryPooling, RetrievalTask
 from keras_attn.models.retrieval import (
     HistoryEncoder,
-    HistoryPooling,
     ItemEncoder,
     SequentialRetrieval,
-    export_retrieval_index,
+    build_sequential_retrieval,
     fit_retrieval_model,
     most_popular_scores,
     pack_histories,
     top_k_metrics,
 )
+from keras_attn.serving import export_retrieval_index
 from tests.conftest import shared_data
 from tests.harness import run_isolated, run_layer_test
 from tests.test_datasets_recsys import RATINGS, _expected_history, _write_movielens
-
-legacy_only = pytest.mark.skipif(
-    KERAS_3,
-    reason="tensorflow-recommenders needs Keras 2: run with TF_USE_LEGACY_KERAS=1",
-)
 
 # Calls both signatures of an export with TensorFlow alone; prints JSON.
 _SERVE_BOTH = r"""
@@ -254,10 +251,77 @@ def test_shape_and_limit_checks_name_the_argument():
     check_shape("x", (2, 9), (2, None))
 
 
-@pytest.mark.skipif(not KERAS_3, reason="the Keras 3 error")
-def test_sequential_retrieval_says_to_set_legacy_keras_under_keras_3():
-    with pytest.raises(ImportError, match="set TF_USE_LEGACY_KERAS=1"):
-        SequentialRetrieval(num_items=5)
+def _small(**kwargs):
+    return build_sequential_retrieval(
+        40,
+        num_genres=3,
+        history_length=6,
+        embedding_dim=16,
+        num_layers=1,
+        **kwargs,
+    )
+
+
+def test_towers_are_objects_and_the_flat_call_still_works_with_a_warning():
+    query = HistoryEncoder(num_items=9, history_length=3, embedding_dim=8)
+    items = ItemEncoder(num_items=9, num_genres=2, embedding_dim=8)
+    model = SequentialRetrieval(query, items)
+    assert model.query_tower is query and model.candidate_tower is items
+    assert (model.num_items, model.history_length) == (9, 3)
+    assert isinstance(model.task, RetrievalTask) and model.task.remove_accidental_hits
+    with pytest.warns(DeprecationWarning, match="build_sequential_retrieval"):
+        old = SequentialRetrieval(num_items=9, num_genres=2, history_length=3)
+    assert isinstance(old.query_tower, HistoryEncoder)
+    assert old.candidate_tower.num_genres == 2 and old.history_length == 3
+    with pytest.raises(ValueError, match="`candidate_tower` must be a Keras model"):
+        SequentialRetrieval(query, "items")
+    with pytest.raises(TypeError, match="build_sequential_retrieval"):
+        SequentialRetrieval(query, items, embedding_dim=8)
+
+
+def test_moved_names_warn_and_resolve():
+    import keras_attn.layers
+    import keras_attn.models
+    import keras_attn.models.retrieval as retrieval
+    import keras_attn.serving
+
+    for module in (retrieval, keras_attn.models):
+        with pytest.warns(DeprecationWarning, match="moved to"):
+            assert module.HistoryPooling is keras_attn.layers.HistoryPooling
+        with pytest.warns(DeprecationWarning, match="keras_attn.serving.retrieval"):
+            moved = module.export_retrieval_index
+        assert moved is keras_attn.serving.export_retrieval_index
+
+
+@pytest.mark.slow
+def test_keras_round_trip_keeps_towers_task_and_genre_table(tmp_path):
+    _, _, genres = _synthetic(n=8)
+    model = _small(item_genres=genres, num_hard_negatives=5, temperature=0.5)
+    history = np.array([[0, 0, 3, 4, 5, 6], [0, 0, 0, 0, 0, 9]], "int32")
+    path = str(tmp_path / "retrieval.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    assert isinstance(reloaded, SequentialRetrieval)
+    assert isinstance(reloaded.query_tower, HistoryEncoder)
+    assert reloaded.task.get_config() == model.task.get_config()
+    np.testing.assert_allclose(
+        reloaded.scores(history)[:, 1:], model.scores(history)[:, 1:], atol=1e-5
+    )
+    np.testing.assert_array_equal(
+        reloaded.candidate_tower.genre_table.get_weights()[0], genres
+    )
+
+
+@pytest.mark.skipif(KERAS_3, reason="tensorflow-recommenders needs Keras 2")
+def test_a_tfrs_task_has_no_config_and_says_so():
+    tfrs = pytest.importorskip("tensorflow_recommenders")
+    model = SequentialRetrieval(
+        HistoryEncoder(num_items=9, history_length=3, embedding_dim=8),
+        ItemEncoder(num_items=9, num_genres=2, embedding_dim=8),
+        task=tfrs.tasks.Retrieval(),
+    )
+    with pytest.raises(NotImplementedError, match="save_weights"):
+        model.get_config()
 
 
 def _synthetic(num_items=40, history_length=6, n=3072, seed=0):
@@ -278,19 +342,20 @@ def _synthetic(num_items=40, history_length=6, n=3072, seed=0):
 
 
 @pytest.mark.slow
-@legacy_only
-def test_trains_and_beats_chance_on_a_synthetic_sequence_task():
+@pytest.mark.parametrize("task", ["native", "tfrs"])
+def test_trains_and_beats_chance_on_a_synthetic_sequence_task(task):
+    if task == "tfrs" and KERAS_3:
+        pytest.skip("tensorflow-recommenders needs Keras 2")
     keras.utils.set_random_seed(0)
     history, target, genres = _synthetic()
-    model = SequentialRetrieval(
-        40,
-        num_genres=3,
-        item_genres=genres,
-        history_length=6,
-        embedding_dim=16,
-        num_layers=1,
-        dropout=0.0,
-    )
+    model = _small(item_genres=genres, dropout=0.0)
+    if task == "tfrs":  # TFRS's own task on the same towers
+        tfrs = pytest.importorskip("tensorflow_recommenders")
+        model = SequentialRetrieval(
+            model.query_tower,
+            model.candidate_tower,
+            task=tfrs.tasks.Retrieval(remove_accidental_hits=True),
+        )
     train = {"history": history[:2560], "item": target[:2560]}
     model.candidate_embeddings()  # builds both towers
     model(train)
@@ -310,18 +375,10 @@ def test_trains_and_beats_chance_on_a_synthetic_sequence_task():
 
 
 @pytest.mark.slow
-@legacy_only
 def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_path):
     keras.utils.set_random_seed(0)
     history, target, genres = _synthetic(n=512)
-    model = SequentialRetrieval(
-        40,
-        num_genres=3,
-        item_genres=genres,
-        history_length=6,
-        embedding_dim=16,
-        num_layers=1,
-    )
+    model = _small(item_genres=genres)
     fit_retrieval_model(
         model, {"history": history, "item": target}, epochs=1, batch_size=128, verbose=0
     )
@@ -337,7 +394,15 @@ def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_p
     raw[3, :1] = [99]
     indices = np.where(raw > 0, raw - 1000, 0)
     indices[3] = 0
-    expected, expected_scores = model.recommend(indices[:3], k=5)
+    # The expected top 5 in NumPy: every item's score, the history's items out.
+    scores = model.scores(pack_histories(indices[:3], 6))
+    for row in range(3):
+        scores[row, indices[row]] = -np.inf
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    expected_scores = np.take_along_axis(scores, expected, axis=1)
+    recommended, recommended_scores = model.recommend(indices[:3], k=5)
+    np.testing.assert_array_equal(recommended, expected)
+    np.testing.assert_allclose(recommended_scores, expected_scores, rtol=1e-5)
     strings = np.where(raw > 0, raw.astype(str), "")
     # Both signatures in one TensorFlow-only process.
     with open(tmp_path / "feeds.json", "w") as f:
@@ -355,3 +420,25 @@ def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_p
     for row in range(3):
         assert not set(ids[row].tolist()) & set(raw[row].tolist())
     assert served["serve_strings"]["item_ids"] == ids.astype(str).tolist()
+
+
+@pytest.mark.slow
+def test_a_training_step_under_mixed_float16_and_xla():
+    # mixed_float16: the custom train step's loss scaling (bfloat16 needs none).
+    policy = "mixed_float16"
+    history, target, genres = _synthetic(n=128)
+    keras.mixed_precision.set_global_policy(policy)
+    model = _small(item_genres=genres)
+    assert model.query_tower.compute_dtype == policy.split("_")[1]
+    data = {"history": history, "item": target}
+    data["item_probability"] = np.full(len(target), 1 / 40, "float32")
+    model.compile(keras.optimizers.Adam(1e-2), jit_compile=True)
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    history = model.fit(
+        tf.data.Dataset.from_tensor_slices(data).batch(64), epochs=1, verbose=0
+    )
+    assert np.isfinite(history.history["loss"][-1])
+    moved = [
+        not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights)
+    ]
+    assert all(moved)

@@ -10,6 +10,8 @@ from keras_attn.backend import tf
 from keras_attn.cli import main
 from keras_attn.cli.train import read_text_file
 
+pytestmark = pytest.mark.generation_neutral
+
 ROWS = [
     ("A wonderful film. Loved it!", "pos"),
     ("Dull, far too long. Hated it.", "neg"),
@@ -34,7 +36,7 @@ def test_read_text_file_csv_and_jsonl(tmp_path):
     with gzip.open(jl, "wt") as f:
         f.write(json.dumps({"sentences": ["a b .", "c ."], "label": "neg"}) + "\n")
     assert read_text_file(jl, "sentences", "label") == (["a b . c ."], ["neg"])
-    with pytest.raises(SystemExit, match="text"):
+    with pytest.raises(ValueError, match="column 'text' not in"):
         read_text_file(csv, "text", "label")
 
 

@@ -13,6 +13,8 @@ import json
 import sys
 import warnings
 
+from keras_attn.cli.arguments import positive
+
 __all__ = ["add_inspect", "add_predict"]
 
 #: Library names that lived here until 0.x; they moved to `keras_attn.serving`.
@@ -50,6 +52,8 @@ def _predict(args: argparse.Namespace) -> int:
         signature=args.signature,
         keep=args.keep or (),
         progress=not args.quiet,
+        prefix=args.prefix,
+        encoding=args.encoding,
     )
     if not args.quiet:
         rate = report["rows"] / max(report["seconds"], 1e-9)
@@ -73,9 +77,23 @@ def add_predict(subparsers) -> None:
     parser.add_argument("--model", required=True, help="export base or version folder")
     parser.add_argument("--data", required=True, help="FILE.csv or FILE.jsonl (.gz)")
     parser.add_argument("--output", help="FILE.csv or FILE.jsonl (default: stdout)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="rows per call")
+    parser.add_argument(
+        "--batch-size", type=positive, default=1024, help="rows per call"
+    )
     parser.add_argument("--signature", default="serving_default")
     parser.add_argument("--keep", nargs="+", help="input columns copied to the output")
+    parser.add_argument(
+        "--prefix",
+        default="",
+        help="put before each output's name (e.g. pred_), needed when a kept "
+        "column has an output's name",
+    )
+    parser.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="text encoding of a CSV --data (UTF-8 with or without a byte-order "
+        "mark by default)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=_predict)
 

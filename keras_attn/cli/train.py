@@ -12,10 +12,24 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+
+from keras_attn.cli.arguments import (
+    UsageError,
+    argument,
+    fraction,
+    message,
+    non_negative,
+    positive,
+    positive_float,
+    rate,
+)
 
 __all__ = [
     "add_distribute_arguments",
+    "add_encoding_argument",
     "add_train",
     "read_text_file",
     "train_ctr",
@@ -50,52 +64,116 @@ def _split(text):
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
 
-def train_ctr(args: argparse.Namespace) -> int:
-    """Infers feature specs from a CSV, trains a CTR model, exports it."""
-    import pandas as pd
+def add_encoding_argument(parser) -> None:
+    """`--encoding` (every command that reads a CSV file)."""
+    parser.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="text encoding of the CSV files (e.g. latin-1, cp1252); UTF-8 with or "
+        "without a byte-order mark by default",
+    )
 
-    from keras_attn.distribute import get_strategy
-    from keras_attn.features import CategoricalFeature, infer_features
-    from keras_attn.models import Task, build_ctr_model, fit_ctr_model
-    from keras_attn.serving import export
 
-    labels = _split(args.labels)
-    if not labels:
-        raise SystemExit("--labels: give at least one label column, e.g. click,buy")
+def _files(args, path):
+    """`CSVFiles` of `path` in `--encoding`."""
+    from keras_attn.features import CSVFiles
+
+    with argument("--encoding", args.encoding):
+        return CSVFiles(path, encoding=args.encoding)
+
+
+def _positives(args, labels) -> dict:
     positives = {}
     for item in args.positive or []:
         column, sep, value = item.partition("=")
+        column = column.strip()
         if not sep:
-            raise SystemExit(f"--positive takes COLUMN=VALUE. Received: {item!r}")
-        positives.setdefault(column.strip(), []).append(value.strip())
-    head = pd.read_csv(
-        args.data, nrows=args.infer_rows, keep_default_na=False, na_values=[""]
+            raise UsageError(f"--positive takes COLUMN=VALUE. Received: {item!r}")
+        if column not in labels:
+            raise UsageError(
+                f"--positive {item}: {column!r} is not a label column (--labels "
+                f"{','.join(labels)})"
+            )
+        positives.setdefault(column, []).append(value.strip())
+    return positives
+
+
+def _task_names(labels, taken) -> dict:
+    """A task (output) name for each label column: a Python identifier a serving
+    signature carries, unique among the feature names."""
+    from keras_attn.features import input_name
+
+    names, taken = {}, set(taken)
+    for column in labels:
+        name = input_name(column.replace(".", "_").replace("-", "_"), taken)
+        names[column] = name.replace(".", "_").replace("-", "_")
+        taken.add(names[column])
+    return names
+
+
+def train_ctr(args: argparse.Namespace) -> int:
+    """Infers feature specs from a CSV, trains a CTR model, exports it.
+
+    Everything that can fail is checked before training: the arguments, the
+    file's header, encoding and every record (labels, values, enough rows for one
+    batch), the column names (renamed for serving where needed) and the export
+    target.
+    """
+    from keras_attn.distribute import get_strategy
+    from keras_attn.features import (
+        CategoricalFeature,
+        count_rows,
+        infer_features,
+        read_csv_head,
+        read_header,
     )
-    missing = [c for c in labels if c not in head.columns]
-    if missing:
-        raise SystemExit(
-            f"--labels: {missing} not in {args.data}. Columns: {list(head.columns)}"
-        )
+    from keras_attn.models import Task, build_ctr_model, fit_ctr_model
+    from keras_attn.serving import check_export_target, export
+
+    labels = _split(args.labels)
+    if not labels:
+        raise UsageError("--labels: give at least one label column, e.g. click,buy")
+    positives = _positives(args, labels)
+    files = _files(args, args.data)
+    with argument("--data", args.data):
+        header = read_header(files)
+        missing = [c for c in labels if c not in header]
+        if missing:
+            raise ValueError(f"--labels {missing} are not columns. Columns: {header}")
+        head = read_csv_head(files, args.infer_rows)
     overrides = {
         c: CategoricalFeature(c, hash_buckets=args.hash_buckets)
         for c in _split(args.hash)
     }
-    specs = infer_features(
-        head,
-        labels=labels,
-        exclude=_split(args.exclude),
-        categorical=_split(args.categorical),
-        numeric=_split(args.numeric),
-        overrides=overrides,
-    )
-    tasks = [
-        Task(
-            "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in c),
-            label=c,
-            positive=positives.get(c),
+    with argument("--exclude/--categorical/--numeric/--hash"):
+        specs = infer_features(
+            head,
+            labels=labels,
+            exclude=_split(args.exclude),
+            categorical=_split(args.categorical),
+            numeric=_split(args.numeric),
+            overrides=overrides,
         )
-        for c in labels
-    ]
+    renamed = {f.column: f.name for f in specs if f.column}
+    names = _task_names(labels, [f.name for f in specs])
+    tasks = [Task(names[c], label=c, positive=positives.get(c)) for c in labels]
+    if args.export:
+        with argument("--export", args.export):
+            check_export_target(args.export, args.version, args.overwrite)
+    with argument("--data", args.data):
+        rows = count_rows(files, tasks, specs)  # every record read and checked
+    if rows < args.batch_size:
+        raise UsageError(
+            f"--data {args.data}: {rows} rows, fewer than one batch of --batch-size "
+            f"{args.batch_size}: give a smaller --batch-size or more rows"
+        )
+    validation = None
+    if args.validation:
+        validation = _files(args, args.validation)
+        with argument("--validation", args.validation):
+            count_rows(validation, tasks, specs)
+    if renamed:
+        print(f"Serving input names for columns: {renamed}")
     kwargs = dict(
         embedding_dim=args.embedding_dim,
         num_experts=args.num_experts,
@@ -115,10 +193,10 @@ def train_ctr(args: argparse.Namespace) -> int:
         model,
         specs,
         tasks,
-        args.data,
+        files,
         epochs=args.epochs,
         batch_size=args.batch_size,
-        validation_data=args.validation,
+        validation_data=validation,
         seed=0,
         learning_rate=args.learning_rate,
         jit_compile=args.xla,
@@ -137,62 +215,152 @@ def train_ctr(args: argparse.Namespace) -> int:
             if key in logs:
                 print(f"validation AUC {t.name}: {logs[key]:.4f}")
     if args.export:
-        path = export(model, args.export, version=args.version, features=specs)
+        with _keep_the_fit(model, args.export):
+            path = export(
+                model,
+                args.export,
+                version=args.version,
+                features=specs,
+                overwrite=args.overwrite,
+            )
         print(f"Exported for TF Serving to {path}")
     return 0
 
 
-def read_text_file(path, text_column: str, label_column: str):
+@contextmanager
+def _keep_the_fit(model, export_dir):
+    """A failed export (a disk full, a folder made read-only while training) does
+    not lose the fit: the trained model is saved as a `.keras` file, named in the
+    error."""
+    try:
+        yield
+    except Exception as error:
+        import time
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = f"{Path(export_dir).name or 'model'}-unexported-{stamp}.keras"
+        kept = None
+        for folder in (
+            Path(export_dir).parent,
+            Path.cwd(),
+            Path(tempfile.gettempdir()),
+        ):
+            try:
+                model.save(str(folder / name))
+                kept = folder / name
+                break
+            except Exception:  # noqa: BLE001  (the next folder)
+                continue
+        saved = f"; the trained model is saved in {str(kept)!r}" if kept else ""
+        raise UsageError(f"--export {export_dir}: {message(error)}{saved}") from error
+
+
+def read_text_file(
+    path, text_column: str, label_column: str, encoding: str = "utf-8"
+) -> tuple[list, list]:
     """Texts and labels from a CSV (header row) or JSON-lines file, gzip or plain.
 
-    A JSON-lines row may hold the text as a list of sentences (joined by spaces),
-    as review_polarity does.
+    A CSV file is read by `keras_attn.features.reader` (a missing label, "" or
+    one of pandas' "NA"-like spellings, and an empty text come out as None); a
+    JSON-lines row may hold the
+    text as a list of sentences (joined by spaces), as review_polarity does, and
+    `null` for a missing value. Labels come as in the file: check them with
+    `keras_attn.text.text_labels`.
+
+    Raises:
+        ValueError: a column is missing, or a line is not JSON (naming the file
+            and the line).
     """
+    from keras_attn.features import CSVFiles, iter_csv_frames, read_header
+
     path = Path(path)
     name = path.name.removesuffix(".gz")
     if name.endswith((".jsonl", ".json")):
         opener = gzip.open if path.suffix == ".gz" else open
         texts, labels = [], []
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
+        number = 0
+        # "utf-8-sig": a byte-order mark is not part of the first row.
+        utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
+        handle = opener(path, "rt", encoding="utf-8-sig" if utf8 else encoding)
+        try:
+            for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(
+                        f"JSON-lines file {str(path)!r}, line {number}: {error}"
+                    ) from None
                 for column in (text_column, label_column):
                     if column not in row:
-                        raise SystemExit(
-                            f"column {column!r} not in {path}. Keys: {sorted(row)}"
+                        raise ValueError(
+                            f"JSON-lines file {str(path)!r}, line {number}: no "
+                            f"column {column!r}. Keys: {sorted(row)}"
                         )
                 text = row[text_column]
-                texts.append(" ".join(text) if isinstance(text, list) else str(text))
-                labels.append(str(row[label_column]))
+                if isinstance(text, list):
+                    text = " ".join(str(t) for t in text)
+                texts.append(text)
+                labels.append(row[label_column])
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"JSON-lines file {str(path)!r} is not {encoding} text: line "
+                f"{number + 1} (or near it): {error.reason}. Give the file's "
+                "encoding: --encoding latin-1 (or cp1252, ...)"
+            ) from None
+        finally:
+            handle.close()
         return texts, labels
-    import pandas as pd
-
-    df = pd.read_csv(path, keep_default_na=False)
+    files = CSVFiles(path, encoding=encoding)
+    header = read_header(files)
     for column in (text_column, label_column):
-        if column not in df.columns:
-            raise SystemExit(
-                f"column {column!r} not in {path}. Columns: {list(df.columns)}"
+        if column not in header:
+            raise ValueError(
+                f"column {column!r} not in {str(path)!r}. Columns: {header}"
             )
-    return df[text_column].astype(str).tolist(), df[label_column].astype(str).tolist()
+    texts, labels = [], []
+    columns = [text_column, label_column]
+    for frame in iter_csv_frames(files, columns, text_columns=[text_column]):
+        frame = frame.astype(object).where(frame.notna(), None)
+        texts += frame[text_column].tolist()
+        labels += frame[label_column].tolist()
+    return texts, labels
 
 
 def train_text(args: argparse.Namespace) -> int:
     """Trains a HAN / Transformer / BERT-style classifier; exports it."""
     from keras_attn.models import fit_text_classifier
-    from keras_attn.serving import export
+    from keras_attn.serving import check_export_target, export
+    from keras_attn.text import text_labels
 
     if args.pretrain_epochs and args.model != "bert":
-        raise SystemExit(
+        raise UsageError(
             f"--pretrain-epochs needs --model bert (received --model {args.model})"
         )
     if args.pretrain_steps is not None and not args.pretrain_epochs:
-        raise SystemExit("--pretrain-steps needs --pretrain-epochs")
-    texts, labels = read_text_file(args.data, args.text_column, args.label_column)
+        raise UsageError("--pretrain-steps needs --pretrain-epochs")
+    if args.text_column == args.label_column:
+        raise UsageError(
+            f"--text-column and --label-column name one column: {args.text_column!r}"
+        )
+    with argument("--data", args.data):
+        texts, labels = read_text_file(
+            args.data, args.text_column, args.label_column, encoding=args.encoding
+        )
+        read = len(texts)
+        texts, labels = text_labels(texts, labels, drop_missing=args.drop_missing)
+    if args.export:
+        with argument("--export", args.export):
+            check_export_target(args.export, args.version, args.overwrite)
+    dropped = (
+        f", {read - len(texts)} without a label or text left out"
+        if (read > len(texts))
+        else ""
+    )
     print(
-        f"{args.data}: {len(texts)} documents ({args.validation_split:.0%} of them, "
-        f"stratified, for early stopping), classes {sorted(set(labels))}; "
+        f"{args.data}: {len(texts)} documents{dropped} ({args.validation_split:.0%} "
+        f"of them, stratified, for early stopping), classes {sorted(set(labels))}; "
         f"model {args.model}"
     )
     # Widths not given fall back to fit_text_classifier's MODEL_DEFAULTS.
@@ -235,7 +403,10 @@ def train_text(args: argparse.Namespace) -> int:
     if clf.val_accuracy is not None:
         print(f"validation accuracy: {clf.val_accuracy:.4f}")
     if args.export:
-        path = export(clf, args.export, version=args.version)
+        with _keep_the_fit(clf.model, args.export):
+            path = export(
+                clf, args.export, version=args.version, overwrite=args.overwrite
+            )
         print(f"Exported for TF Serving (raw strings in) to {path}")
     return 0
 
@@ -280,15 +451,19 @@ def _add_ctr(kinds) -> None:
         help="MMoE/PLE gate: softmax over a linear map of the input (the paper), or "
         "a per-task context vector attending over the experts",
     )
-    p.add_argument("--num-experts", type=int, default=8, help="MMoE experts")
-    p.add_argument("--embedding-dim", type=int, default=8, help="size of field vectors")
+    p.add_argument("--num-experts", type=positive, default=8, help="MMoE experts")
     p.add_argument(
-        "--interacting", type=int, default=2, help="AutoInt interacting layers"
+        "--embedding-dim", type=positive, default=8, help="size of field vectors"
     )
-    p.add_argument("--dropout", type=float, default=0.0, help="dropout rate")
-    p.add_argument("--epochs", type=int, default=5, help="training epochs")
-    p.add_argument("--batch-size", type=int, default=512, help="batch size")
-    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate")
+    p.add_argument(
+        "--interacting", type=positive, default=2, help="AutoInt interacting layers"
+    )
+    p.add_argument("--dropout", type=rate, default=0.0, help="dropout rate")
+    p.add_argument("--epochs", type=positive, default=5, help="training epochs")
+    p.add_argument("--batch-size", type=positive, default=512, help="batch size")
+    p.add_argument(
+        "--learning-rate", type=positive_float, default=1e-3, help="Adam's rate"
+    )
     p.add_argument(
         "--xla",
         action="store_true",
@@ -301,11 +476,14 @@ def _add_ctr(kinds) -> None:
     p.add_argument("--numeric", help="comma-separated columns forced numeric")
     p.add_argument("--hash", help="comma-separated columns hashed, not by vocabulary")
     p.add_argument(
-        "--hash-buckets", type=int, default=100_000, help="buckets of --hash columns"
+        "--hash-buckets",
+        type=positive,
+        default=100_000,
+        help="buckets of --hash columns",
     )
     p.add_argument(
         "--infer-rows",
-        type=int,
+        type=positive,
         default=200_000,
         help="rows read to infer the feature specs and their statistics",
     )
@@ -315,8 +493,14 @@ def _add_ctr(kinds) -> None:
         help="export for TF Serving to DIR/<version> (e.g. saved_models/my_ctr)",
     )
     p.add_argument(
-        "--version", type=int, help="export version (default: one above the highest)"
+        "--version",
+        type=non_negative,
+        help="export version (default: one above the highest)",
     )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --version"
+    )
+    add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_ctr)
 
@@ -351,10 +535,14 @@ def _add_text(kinds) -> None:
         "bert-base-uncased)",
     )
     from_data = " (default: from the training documents)"
-    p.add_argument("--min-count", type=int, help="min word count" + from_data)
-    p.add_argument("--max-sentences", type=int, help="HAN sentences" + from_data)
-    p.add_argument("--max-words", type=int, help="HAN words a sentence" + from_data)
-    p.add_argument("--sequence-length", type=int, help="Transformer tokens" + from_data)
+    p.add_argument("--min-count", type=positive, help="min word count" + from_data)
+    p.add_argument("--max-sentences", type=positive, help="HAN sentences" + from_data)
+    p.add_argument(
+        "--max-words", type=positive, help="HAN words a sentence" + from_data
+    )
+    p.add_argument(
+        "--sequence-length", type=positive, help="Transformer tokens" + from_data
+    )
     p.add_argument(
         "--wide",
         action=argparse.BooleanOptionalAction,
@@ -372,39 +560,58 @@ def _add_text(kinds) -> None:
     )
     widths = " (default: keras_attn.models.text_classifier.MODEL_DEFAULTS)"
     p.add_argument(
-        "--embedding-dim", type=int, help="embedding (HAN) or model width" + widths
+        "--embedding-dim",
+        type=positive,
+        help="embedding (HAN) or model width" + widths,
     )
-    p.add_argument("--units", type=int, help="HAN GRU units" + widths)
-    p.add_argument("--num-layers", type=int, help="Transformer/BERT layers" + widths)
-    p.add_argument("--num-heads", type=int, help="Transformer/BERT heads" + widths)
-    p.add_argument("--epochs", type=int, default=20, help="most training epochs")
+    p.add_argument("--units", type=positive, help="HAN GRU units" + widths)
+    p.add_argument(
+        "--num-layers", type=positive, help="Transformer/BERT layers" + widths
+    )
+    p.add_argument("--num-heads", type=positive, help="Transformer/BERT heads" + widths)
+    p.add_argument("--epochs", type=positive, default=20, help="most training epochs")
     p.add_argument(
         "--pretrain-epochs",
-        type=int,
+        type=non_negative,
         default=0,
         help="bert: masked-LM pretraining epochs on the training documents (not "
         "the validation split) before fine-tuning",
     )
     p.add_argument(
         "--pretrain-steps",
-        type=int,
+        type=positive,
         help="batches a pretraining epoch (default: one pass over the training "
         "documents)",
     )
-    p.add_argument("--batch-size", type=int, default=32, help="batch size")
-    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate")
+    p.add_argument("--batch-size", type=positive, default=32, help="batch size")
+    p.add_argument(
+        "--learning-rate", type=positive_float, default=1e-3, help="Adam's rate"
+    )
     p.add_argument(
         "--validation-split",
-        type=float,
+        type=fraction,
         default=0.1,
         help="fraction of the documents carved off for early stopping",
     )
     p.add_argument(
-        "--patience", type=int, default=5, help="early-stopping epochs (0: none)"
+        "--patience",
+        type=non_negative,
+        default=5,
+        help="early-stopping epochs (0: none)",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=non_negative, default=0, help="random seed")
+    p.add_argument(
+        "--drop-missing",
+        action="store_true",
+        help="leave out the rows without a label or a text (default: an error "
+        "naming them)",
+    )
     p.add_argument("--export", metavar="DIR", help="export to DIR/<version>")
-    p.add_argument("--version", type=int, help="export version")
+    p.add_argument("--version", type=non_negative, help="export version")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --version"
+    )
+    add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_text)
 

@@ -10,8 +10,10 @@ from keras_attn.layers.field_embedding import FieldEmbedding
 from keras_attn.layers.han import HierarchicalAttentionPooling
 from keras_attn.layers.mmoe import PLE, MMoE
 from keras_attn.layers.multi_head import MultiHeadAttention, MultiHeadSelfAttention
+from keras_attn.layers.pooling import POOLINGS, HistoryPooling
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from keras_attn.layers.relative import RelativeMultiHeadAttention
+from keras_attn.layers.retrieval import BruteForceTopK, RetrievalTask, streaming_top_k
 from keras_attn.layers.scores import SCORES, AttentionScore
 from keras_attn.layers.seq2seq import (
     AttentionDecoder,
@@ -25,6 +27,7 @@ from keras_attn.layers.transformer import (
 )
 
 __all__ = [
+    "POOLINGS",
     "SCORES",
     "Attention",
     "AttentionOverAttention",
@@ -32,6 +35,7 @@ __all__ = [
     "AttentionScore",
     "AttentionSequencePooling",
     "BahdanauAttention",
+    "BruteForceTopK",
     "ContextAttentionPooling",
     "Dice",
     "DocumentAttention",
@@ -40,6 +44,7 @@ __all__ = [
     "FeedForward",
     "FieldEmbedding",
     "HierarchicalAttentionPooling",
+    "HistoryPooling",
     "InteractingLayer",
     "LocalActivationUnit",
     "LuongAttention",
@@ -49,7 +54,9 @@ __all__ = [
     "PLE",
     "PositionEmbedding",
     "RelativeMultiHeadAttention",
+    "RetrievalTask",
     "SharedTransformerEncoder",
     "SinusoidalPositionEncoding",
     "TransformerEncoderBlock",
+    "streaming_top_k",
 ]

@@ -1,6 +1,7 @@
 """Model classes that keep their settings (functional `keras.Model` subclasses with
 their parts as attributes), their `build_*` spellings, and their training helpers."""
 
+from keras_attn.models import retrieval as _retrieval
 from keras_attn.models.aoa import (
     AoAReader,
     AoAReaderResult,
@@ -43,10 +44,9 @@ from keras_attn.models.han import (
 )
 from keras_attn.models.retrieval import (
     HistoryEncoder,
-    HistoryPooling,
     ItemEncoder,
     SequentialRetrieval,
-    export_retrieval_index,
+    build_sequential_retrieval,
     fit_retrieval_model,
     most_popular_scores,
     pack_histories,
@@ -88,7 +88,6 @@ __all__ = [
     "CTRModel",
     "HANClassifier",
     "HistoryEncoder",
-    "HistoryPooling",
     "ItemEncoder",
     "MULTITASK",
     "MaskedLMAccuracy",
@@ -109,6 +108,7 @@ __all__ = [
     "build_ctr_model",
     "build_han_classifier",
     "build_seq2seq",
+    "build_sequential_retrieval",
     "build_text_serving_model",
     "build_transformer_classifier",
     "candidate_crossentropy",
@@ -117,7 +117,6 @@ __all__ = [
     "compile_text_classifier",
     "corpus_limits",
     "encode_characters",
-    "export_retrieval_index",
     "export_seq2seq",
     "fit_aoa_reader",
     "fit_bert_pretrainer",
@@ -134,3 +133,11 @@ __all__ = [
     "top_k_metrics",
     "wide_layer",
 ]
+
+
+def __getattr__(name):
+    # HistoryPooling and export_retrieval_index moved out of the models (to the
+    # layers and to serving): the old spelling warns for one release.
+    if name in _retrieval._MOVED:
+        return getattr(_retrieval, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,7 @@ from keras_attn._validation import (
     check_positive_int,
 )
 from keras_attn.backend import KERAS_3, clone_initializer, keras, register
-from keras_attn.features.dataset import to_dataset
+from keras_attn.features.dataset import count_rows, to_dataset
 from keras_attn.features.preprocessing import (
     StackColumns,
     build_preprocessing,
@@ -855,9 +855,10 @@ def fit_ctr_model(
     The model is cut with `split_ctr_model`. A DataFrame is encoded once by the
     preprocessing (CSV files are encoded as they stream); the core, compiled with
     `compile_ctr_model` under XLA, trains on batches of one fixed size, so XLA
-    compiles one program: a DataFrame's rows stream in a new order on each pass and
-    an epoch is `len(data) // batch_size` batches of that stream; a CSV epoch is
-    one pass over the files, its last, smaller batch left out. The
+    compiles one program: the rows stream in a new order on each pass and an
+    epoch is `rows // batch_size` batches, the last, smaller batch left out. CSV
+    files are read once before training (records counted, labels checked), so
+    too few rows or a bad label fail before the first step. The
     weights are the model's: afterwards `model` takes raw values and is compiled
     (without XLA, which cannot run its string lookups) with the core's optimizer,
     ready for `evaluate`, more `fit` or export.
@@ -866,7 +867,8 @@ def fit_ctr_model(
         model: a `CTRModel` (from `build_ctr_model`).
         features: the feature specs it was built on.
         tasks: its tasks (`Task`s or names).
-        data: a DataFrame or CSV path(s), as for `keras_attn.features.to_dataset`.
+        data: a DataFrame or CSV path(s) (or `keras_attn.features.CSVFiles`), as
+            for `keras_attn.features.to_dataset`.
         epochs: int. Defaults to 1.
         batch_size: int. Defaults to 512.
         validation_data: optional DataFrame or CSV path(s) with the label columns;
@@ -886,8 +888,7 @@ def fit_ctr_model(
             benchmark, which pays back the compile after roughly a thousand steps
             (`benchmarks/RESULTS.md`, bench_ctr). Defaults to "auto".
         steps_per_execution: int. Training steps per call into the compiled
-            function (1 under tf_keras for CSV input, whose length is unknown).
-            Defaults to 16.
+            function. Defaults to 16.
         callbacks: list of Keras callbacks.
         verbose: Keras' `fit` verbosity. Defaults to "auto".
         strategy: a `tf.distribute.Strategy` or a kind of
@@ -900,9 +901,9 @@ def fit_ctr_model(
         tpu: str. TPU name for `strategy="tpu"`.
         backup_dir: str. `BackupAndRestore` directory: a run killed mid-epoch and
             started again with the same arguments resumes from its last finished
-            epoch, with that epoch's data order (a DataFrame's rows are then
-            shuffled by `(seed, epoch)`), and ends with the uninterrupted run's
-            weights.
+            epoch, with that epoch's data order (the rows are then shuffled by
+            `(seed, epoch)`, from a DataFrame or from CSV files), and ends with the
+            uninterrupted run's weights.
         checkpoint_dir: str. Weights after each epoch go to
             `checkpoint_dir/epoch_NNN.weights.h5` (the core's weights, which are
             the model's trainable ones, in the core's order).
@@ -933,14 +934,15 @@ def fit_ctr_model(
     tasks = _as_tasks(tasks)
     if mixed_precision is not None:
         check_mixed_precision(mixed_precision)
-    steps = None
-    if isinstance(data, pd.DataFrame):  # as to_dataset tells it from CSV paths
-        steps = len(data) // batch_size
-        if steps == 0:
-            raise ValueError(
-                f"`data` must hold at least one full batch of `batch_size` rows. "
-                f"Received: {len(data)} rows, batch_size={batch_size}"
-            )
+    # CSV files are read once here: their records counted, their labels checked
+    # (to_dataset reuses the pass), before any training.
+    rows = count_rows(data, tasks, features)
+    steps = rows // batch_size
+    if steps == 0:
+        raise ValueError(
+            "`data` must hold at least one full batch of `batch_size` rows. "
+            f"Received: {rows} rows, batch_size={batch_size}"
+        )
     strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
     with strategy.scope():
         # The core's optimizer must live under the strategy of its variables.
@@ -956,8 +958,10 @@ def fit_ctr_model(
 
     replicated = strategy.num_replicas_in_sync > 1
 
+    start_epoch = distribute.completed_epochs(backup_dir) if backup_dir else 0
+
     def _train_dataset(size):
-        if backup_dir is not None and steps:
+        if backup_dir is not None and isinstance(data, pd.DataFrame):
             # Whole columns, encoded once; the order depends on the epoch only.
             x, y = next(
                 iter(
@@ -972,7 +976,7 @@ def fit_ctr_model(
                 size,
                 shuffle=shuffle,
                 seed=seed,
-                start_epoch=distribute.completed_epochs(backup_dir),
+                start_epoch=start_epoch,
             )
         return to_dataset(
             data,
@@ -981,13 +985,16 @@ def fit_ctr_model(
             batch_size=size,
             shuffle=shuffle,
             seed=seed,
-            # A DataFrame's batches repeat (reshuffled each pass) and `fit` counts
-            # `steps` per epoch: one iterator for the whole fit, instead of a new
-            # one (and a refilled shuffle buffer) every epoch, which cost 60-300 ms
-            # per epoch of ~1 s on the census benchmark.
-            num_epochs=None if steps else 1,
+            # The batches repeat (reshuffled each pass) and `fit` counts `steps`
+            # per epoch: one iterator for the whole fit, instead of a new one (and
+            # a refilled shuffle buffer) every epoch, which cost 60-300 ms per
+            # epoch of ~1 s on the census benchmark. A CSV pass gives exactly
+            # `steps` full batches, its order a function of (seed, epoch): a
+            # resumed fit starts at its epoch's batches.
+            num_epochs=None,
             drop_remainder=True,
             preprocessor=preprocessor,
+            start_epoch=start_epoch,
         )
 
     train = distribute.distribute_dataset(strategy, train_dataset, batch_size)
@@ -1002,10 +1009,6 @@ def fit_ctr_model(
         )
         if replicated:
             validation = distribute.numbers_only(validation)
-    if not KERAS_3 and steps is None:
-        # tf_keras needs a known number of steps for several steps per execution,
-        # and a streamed CSV has none.
-        steps_per_execution = 1
     with strategy.scope():
         compile_ctr_model(
             core,

@@ -4,16 +4,14 @@
 positions and runs causal Transformer encoder blocks over it (SASRec, Kang & McAuley,
 ICDM 2018), padding masked; the state at the last (most recent) position, or an
 attention pooling of all states, is the query. `ItemEncoder` (the candidate tower)
-embeds an item's id and its genres. `SequentialRetrieval` holds both and trains them
-with TensorFlow Recommenders' `tfrs.tasks.Retrieval`: a softmax over the batch's
-candidates. `export_retrieval_index` writes a SavedModel holding a
-`tfrs.layers.factorized_top_k.BruteForce` index over all items, which maps a raw
-history to the top-k item ids and scores in TensorFlow alone.
-
-The towers are plain Keras and work under both Keras generations. Training and
-export use TensorFlow Recommenders, which needs Keras 2: run with
-`TF_USE_LEGACY_KERAS=1` (importing this module never loads it; building a
-`SequentialRetrieval` under Keras 3 raises an ImportError that says so).
+embeds an item's id and its genres. `SequentialRetrieval(query_tower,
+candidate_tower, task)` takes both towers as objects and trains them with a
+retrieval task: by default keras_attn's `RetrievalTask` (an in-batch softmax with
+the logQ correction and accidental hits removed), which runs under Keras 3 and
+under Keras 2 alike; under Keras 2 a `tfrs.tasks.Retrieval` works as the task too,
+for code that mixes in TensorFlow Recommenders. `build_sequential_retrieval` is the
+short spelling from flat arguments. `keras_attn.serving.export_retrieval_index`
+writes the served form (TensorFlow alone at serving time).
 
 Items are indices 1..num_items (0 is padding); `keras_attn.datasets.
 load_movielens_sequences` makes such examples from MovieLens-100K. `top_k_metrics`
@@ -22,6 +20,9 @@ bootstrap intervals, and `most_popular_scores` is the baseline to beat.
 """
 
 from __future__ import annotations
+
+import importlib
+import warnings
 
 import numpy as np
 
@@ -35,121 +36,55 @@ from keras_attn._validation import (
     check_rate,
     check_shape,
 )
-from keras_attn.backend import KERAS_3, Layer, keras, register, tf
-from keras_attn.layers.attention import ContextAttentionPooling
+from keras_attn.backend import (
+    keras,
+    register,
+    scale_loss,
+    tf,
+    unscale_gradients,
+)
+from keras_attn.layers.pooling import POOLINGS
+from keras_attn.layers.pooling import HistoryPooling as _HistoryPooling
 from keras_attn.layers.position import PositionEmbedding
+from keras_attn.layers.retrieval import BruteForceTopK, RetrievalTask
 from keras_attn.layers.transformer import TransformerEncoderBlock
+from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 
 __all__ = [
     "HistoryEncoder",
-    "HistoryPooling",
     "ItemEncoder",
     "POOLINGS",
     "SequentialRetrieval",
-    "export_retrieval_index",
+    "build_sequential_retrieval",
     "fit_retrieval_model",
     "most_popular_scores",
     "pack_histories",
     "top_k_metrics",
 ]
 
-POOLINGS = ("last", "attention", "mean")
+#: Names that lived here until 0.x, and where they are now.
+_MOVED = {
+    "HistoryPooling": "keras_attn.layers.pooling",
+    "export_retrieval_index": "keras_attn.serving.retrieval",
+}
 
 
-def require_tfrs():
-    """`tensorflow_recommenders`, or an ImportError that says what to do."""
-    if KERAS_3:
-        raise ImportError(
-            "SequentialRetrieval and export_retrieval_index use TensorFlow "
-            "Recommenders, which needs Keras 2, and keras_attn runs under Keras 3 "
-            "here: set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported."
-        )
-    try:
-        import tensorflow_recommenders as tfrs
-    except ImportError as error:
-        raise ImportError(
-            "SequentialRetrieval needs tensorflow-recommenders: install it with "
-            "pip (`pip install tensorflow-recommenders`)."
-        ) from error
-    return tfrs
-
-
-@register
-class HistoryPooling(Layer):
-    """One vector per history from its per-position states, padding masked.
-
-    "last": the state at the last real position (the most recent item, wherever
-    the padding sits); "attention": `ContextAttentionPooling` over the real
-    positions; "mean": their mean. A history with no real position gives zeros.
-
-    Args:
-        pooling: str. One of "last", "attention", "mean". Defaults to "last".
-        units: int. Width of the attention pooling's projection. Defaults to 64.
-
-    Call arguments:
-        inputs: `(batch, seq_len, dim)`.
-        mask: boolean `(batch, seq_len)`, True at real positions.
-
-    Returns:
-        `(batch, dim)`.
-
-    Example:
-
-    >>> import numpy as np
-    >>> states = np.arange(12, dtype="float32").reshape(1, 3, 4)
-    >>> pooled = HistoryPooling("last")(states, mask=np.array([[True, True, False]]))
-    >>> pooled.numpy().tolist()
-    [[4.0, 5.0, 6.0, 7.0]]
-    """
-
-    def __init__(self, pooling: str = "last", units: int = 64, **kwargs):
-        super().__init__(**kwargs)
-        check_choice("pooling", pooling, POOLINGS)
-        check_positive_int("units", units)
-        self.pooling = pooling
-        self.units = units
-        self.supports_masking = True
-        self.attention = None
-        if pooling == "attention":
-            self.attention = ContextAttentionPooling(
-                units, dtype=self.dtype_policy, name="attention"
-            )
-
-    def build(self, inputs_shape):
-        if self.attention is not None:
-            self.attention.build(inputs_shape)
-        self.built = True
-
-    def call(self, inputs, mask=None):
-        inputs = self.cast_inputs(inputs)
-        if mask is None:
-            mask = tf.ones(tf.shape(inputs)[:2], tf.bool)
-        mask = tf.cast(mask, tf.bool)
-        real = tf.cast(mask, inputs.dtype)[..., tf.newaxis]  # (batch, seq_len, 1)
-        if self.pooling == "attention":
-            return self.attention(inputs, mask=mask)
-        if self.pooling == "mean":
-            total = tf.reduce_sum(inputs * real, axis=1)
-            return tf.math.divide_no_nan(total, tf.reduce_sum(real, axis=1))
-        # The last True position of each row; a row without one gathers position 0
-        # and is zeroed below.
-        steps = tf.range(tf.shape(inputs)[1])
-        last = tf.reduce_max(tf.where(mask, steps, -1), axis=1)  # (batch,)
-        state = tf.gather(inputs, tf.maximum(last, 0), axis=1, batch_dims=1)
-        return state * tf.cast(last >= 0, inputs.dtype)[:, tf.newaxis]
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])
-
-    def get_config(self):
-        return {**super().get_config(), "pooling": self.pooling, "units": self.units}
+def __getattr__(name):
+    # The old spelling keeps working for one release, with a DeprecationWarning.
+    # (An import by name at call time: serving sits above models in the package.)
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"`keras_attn.models.retrieval.{name}` moved to `{_MOVED[name]}.{name}`; "
+        "the old import path will be removed in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED[name]), name)
 
 
 @register
-class HistoryEncoder(keras.Model):
+class HistoryEncoder(FunctionalModel):
     """The query tower: a SASRec-style encoder of a history of item indices.
 
     `history` `(batch, history_length)` holds item indices, 0 = padding; put the
@@ -176,6 +111,9 @@ class HistoryEncoder(keras.Model):
             Defaults to "last".
         name: str. Defaults to "history_encoder".
 
+    Its parts are attributes: `item_embedding`, `position_embedding`, `blocks`,
+    `final_norm`, `history_pooling`.
+
     Example:
 
     >>> import numpy as np
@@ -198,6 +136,7 @@ class HistoryEncoder(keras.Model):
         name: str = "history_encoder",
         **kwargs,
     ):
+        arguments = arguments_of(locals())
         check_positive_int("num_items", num_items)
         check_positive_int("history_length", history_length)
         check_positive_int("embedding_dim", embedding_dim)
@@ -206,61 +145,54 @@ class HistoryEncoder(keras.Model):
         check_rate("dropout", dropout)
         check_choice("pooling", pooling, POOLINGS)
         history = keras.Input((history_length,), dtype="int32", name="history")
-        item_embedding = keras.layers.Embedding(
-            num_items + 1,
-            embedding_dim,
-            mask_zero=True,
-            # Item vectors of norm about 1 at the start, as the positions'.
-            embeddings_initializer=keras.initializers.RandomNormal(
-                stddev=embedding_dim**-0.5
+        parts = Parts(
+            item_embedding=keras.layers.Embedding(
+                num_items + 1,
+                embedding_dim,
+                mask_zero=True,
+                # Item vectors of norm about 1 at the start, as the positions'.
+                embeddings_initializer=keras.initializers.RandomNormal(
+                    stddev=embedding_dim**-0.5
+                ),
+                name="item_embedding",
             ),
-            name="item_embedding",
+            position_embedding=PositionEmbedding(history_length, name="position"),
+            blocks=[
+                TransformerEncoderBlock(
+                    num_heads=num_heads,
+                    intermediate_dim=intermediate_dim or embedding_dim,
+                    dropout=dropout,
+                    normalize_first=True,
+                    name=f"block_{i}",
+                )
+                for i in range(num_layers)
+            ],
+            final_norm=keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm"),
+            history_pooling=_HistoryPooling(
+                pooling, units=embedding_dim, name="pooling"
+            ),
         )
-        position_embedding = PositionEmbedding(history_length, name="position")
-        blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads,
-                intermediate_dim=intermediate_dim or embedding_dim,
-                dropout=dropout,
-                normalize_first=True,
-                name=f"block_{i}",
-            )
-            for i in range(num_layers)
-        ]
-        items = item_embedding(history)  # (batch, history_length, dim), masked
-        x = keras.layers.Add(name="add_positions")([items, position_embedding(items)])
+        items = parts.item_embedding(history)  # (batch, history_length, dim), masked
+        x = keras.layers.Add(name="add_positions")(
+            [items, parts.position_embedding(items)]
+        )
         x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
-        for block in blocks:
+        for block in parts.blocks:
             x = block(x, use_causal_mask=True)
-        x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
-        query = HistoryPooling(pooling, units=embedding_dim, name="pooling")(x)
-        super().__init__(
-            inputs={"history": history}, outputs=query, name=name, **kwargs
+        query = parts.history_pooling(parts.final_norm(x))  # (batch, dim)
+        self._init_functional(
+            {"history": history},
+            query,
+            parts,
+            arguments,
+            name,
+            settings=tuple(arguments),
+            **kwargs,
         )
-        self.item_embedding = item_embedding
-        self.position_embedding = position_embedding
-        self.blocks = blocks
-        self._settings = {
-            "num_items": num_items,
-            "history_length": history_length,
-            "embedding_dim": embedding_dim,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "intermediate_dim": intermediate_dim,
-            "dropout": dropout,
-            "pooling": pooling,
-        }
-
-    def get_config(self):
-        return {**self._settings, "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        return cls(**config)
 
 
 @register
-class ItemEncoder(keras.Model):
+class ItemEncoder(FunctionalModel):
     """The candidate tower: an item's id embedding plus a projection of its genres.
 
     `item` `(batch,)` holds item indices 1..num_items. The genres are a fixed
@@ -276,6 +208,9 @@ class ItemEncoder(keras.Model):
         item_genres: optional array `(num_items + 1, num_genres)` (row 0 is
             padding). Not part of the config: it lives in the weights.
         name: str. Defaults to "item_encoder".
+
+    Its parts are attributes: `id_embedding`, `genre_table`, `genre_dense`,
+    `output_dense`.
 
     Example:
 
@@ -295,159 +230,204 @@ class ItemEncoder(keras.Model):
         name: str = "item_encoder",
         **kwargs,
     ):
+        arguments = arguments_of(locals())
+        del arguments["item_genres"]  # in the weights, not the config
         check_positive_int("num_items", num_items)
         check_positive_int("num_genres", num_genres)
         check_positive_int("embedding_dim", embedding_dim)
         item = keras.Input((), dtype="int32", name="item")
-        id_embedding = keras.layers.Embedding(
-            num_items + 1, embedding_dim, name="id_embedding"
+        parts = Parts(
+            id_embedding=keras.layers.Embedding(
+                num_items + 1, embedding_dim, name="id_embedding"
+            ),
+            # A lookup of the genre multi-hot by index: a frozen table.
+            genre_table=keras.layers.Embedding(
+                num_items + 1,
+                num_genres,
+                embeddings_initializer="zeros",
+                trainable=False,
+                name="genre_table",
+            ),
+            genre_dense=keras.layers.Dense(embedding_dim, name="genre_dense"),
+            output_dense=keras.layers.Dense(embedding_dim, name="output_dense"),
         )
-        # A lookup of the genre multi-hot by index: a frozen table.
-        genre_table = keras.layers.Embedding(
-            num_items + 1,
-            num_genres,
-            embeddings_initializer="zeros",
-            trainable=False,
-            name="genre_table",
-        )
-        genre_dense = keras.layers.Dense(embedding_dim, name="genre_dense")
         joined = keras.layers.Concatenate(name="join")(
-            [id_embedding(item), genre_dense(genre_table(item))]
+            [parts.id_embedding(item), parts.genre_dense(parts.genre_table(item))]
         )
-        output = keras.layers.Dense(embedding_dim, name="output_dense")(joined)
-        super().__init__(inputs={"item": item}, outputs=output, name=name, **kwargs)
-        self.id_embedding = id_embedding
-        self.genre_table = genre_table
-        self.genre_dense = genre_dense
-        self._settings = {
-            "num_items": num_items,
-            "num_genres": num_genres,
-            "embedding_dim": embedding_dim,
-        }
+        self._init_functional(
+            {"item": item},
+            parts.output_dense(joined),
+            parts,
+            arguments,
+            name,
+            settings=tuple(arguments),
+            **kwargs,
+        )
         if item_genres is not None:
             self.set_item_genres(item_genres)
 
     def set_item_genres(self, item_genres) -> None:
         """Writes the multi-hot genre table `(num_items + 1, num_genres)`."""
         table = np.asarray(item_genres, dtype="float32")
-        expected = (self._settings["num_items"] + 1, self._settings["num_genres"])
+        expected = (self.num_items + 1, self.num_genres)
         check_shape("item_genres", table.shape, expected, "(num_items + 1, num_genres)")
         self.genre_table.set_weights([table])
 
-    def get_config(self):
-        return {**self._settings, "name": self.name, "trainable": self.trainable}
 
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        return cls(**config)
+#: The flat arguments of the old `SequentialRetrieval(num_items, ...)` call.
+_FLAT_ARGUMENTS = (
+    "num_items",
+    "num_genres",
+    "item_genres",
+    "history_length",
+    "embedding_dim",
+    "num_layers",
+    "num_heads",
+    "intermediate_dim",
+    "dropout",
+    "pooling",
+    "temperature",
+    "remove_accidental_hits",
+)
 
 
-class SequentialRetrieval(keras.Model):
-    """Two towers trained with `tfrs.tasks.Retrieval` (Keras 2 only).
+def _as_part(value):
+    """A layer or model from itself or its serialized config (None stays None)."""
+    if isinstance(value, dict) and "class_name" in value:
+        return keras.layers.deserialize(value)
+    return value
 
-    `query_tower` is a `HistoryEncoder`, `candidate_tower` an `ItemEncoder`, `task`
-    the TFRS retrieval task: a softmax of each query over the batch's candidates
-    (its own target and the other examples' targets). Called on
-    `{"history": ...}` it returns the query embeddings; `candidate_embeddings()`
-    gives every item's; `recommend` the top items of histories. Keep its weights
-    with `save_weights`/`load_weights` (the genre table is among them); each tower
-    is a functional model that also saves to `.keras` on its own, and
-    `export_retrieval_index` writes the served form.
+
+def _serialize(layer):
+    config = keras.layers.serialize(layer)
+    config.pop("build_config", None)  # the model builds its parts by calling them
+    return config
+
+
+@register
+class SequentialRetrieval(FunctionalModel):
+    """A two-tower retrieval model: a query tower of the history, a candidate
+    tower of the item, and the task that trains them.
+
+    Called on `{"history": (batch, history_length)}` it returns the query
+    embeddings (the query tower's output); `candidate_embeddings()` gives every
+    item's, `recommend` the top items of histories. Training (`fit`, or
+    `fit_retrieval_model`) reads batches `{"history", "item"[,
+    "item_probability"]}` and minimizes the task's loss on the batch's query and
+    candidate embeddings: the in-batch softmax of `RetrievalTask` by default.
+    Under Keras 2 the task may also be TensorFlow Recommenders' `tfrs.tasks.
+    Retrieval` (called the same way, with `compute_metrics=False`).
+
+    The towers, the task and `num_items` are attributes; a `.keras` file keeps
+    them all (the genre table is among the candidate tower's weights) when the
+    task is a `RetrievalTask`; with a TFRS task keep the weights with
+    `save_weights`. `keras_attn.serving.export_retrieval_index` writes the served
+    form.
 
     Args:
-        num_items: int. Item indices run 1..num_items.
-        num_genres: int. Width of the genre multi-hot. Defaults to 19.
-        item_genres: optional array `(num_items + 1, num_genres)`.
-        history_length, embedding_dim, num_layers, num_heads, intermediate_dim,
-            dropout, pooling: the `HistoryEncoder`'s (embedding_dim is also the
-            `ItemEncoder`'s).
-        temperature: float or None. Logits are divided by it. Defaults to None.
-        remove_accidental_hits: bool. A batch's other example with the same target
-            item is not a negative. Defaults to True.
+        query_tower: a model from `{"history": (batch, history_length)}` item
+            indices to `(batch, dim)`, e.g. a `HistoryEncoder`.
+        candidate_tower: a model from `{"item": (batch,)}` item indices to
+            `(batch, dim)`, e.g. an `ItemEncoder`.
+        task: the retrieval task. Defaults to `RetrievalTask(
+            remove_accidental_hits=True)`.
+        num_items: int. Item indices run 1..num_items. Defaults to the candidate
+            tower's `num_items`.
         name: str. Defaults to "sequential_retrieval".
 
-    Raises:
-        ImportError: under Keras 3, or without tensorflow-recommenders.
+    The flat form of 0.x, `SequentialRetrieval(num_items, num_genres=...,
+    history_length=..., ...)`, still builds the same model (through
+    `build_sequential_retrieval`) for one release, with a DeprecationWarning.
 
     Example:
 
     >>> import numpy as np
-    >>> from keras_attn.backend import KERAS_3
-    >>> if not KERAS_3:  # TFRS needs TF_USE_LEGACY_KERAS=1
-    ...     model = SequentialRetrieval(num_items=20, num_genres=2,
-    ...                                 history_length=4, embedding_dim=8,
-    ...                                 num_layers=1)
-    ...     shape = tuple(model({"history": np.array([[0, 3, 5, 2]])}).shape)
-    ... else:
-    ...     shape = (1, 8)
-    >>> shape
+    >>> model = SequentialRetrieval(
+    ...     HistoryEncoder(num_items=20, history_length=4, embedding_dim=8,
+    ...                    num_layers=1),
+    ...     ItemEncoder(num_items=20, num_genres=2, embedding_dim=8))
+    >>> tuple(model({"history": np.array([[0, 3, 5, 2]])}).shape)
     (1, 8)
+    >>> model.num_items, model.history_length, type(model.task).__name__
+    (20, 4, 'RetrievalTask')
     """
 
     def __init__(
         self,
-        num_items: int,
-        num_genres: int = 19,
-        item_genres=None,
-        history_length: int = 50,
-        embedding_dim: int = 64,
-        num_layers: int = 2,
-        num_heads: int = 2,
-        intermediate_dim: int | None = None,
-        dropout: float = 0.2,
-        pooling: str = "last",
-        temperature: float | None = None,
-        remove_accidental_hits: bool = True,
+        query_tower=None,
+        candidate_tower=None,
+        task=None,
+        num_items: int | None = None,
         name: str = "sequential_retrieval",
         **kwargs,
     ):
-        tfrs = require_tfrs()
-        if temperature is not None:
-            check_finite("temperature", temperature, minimum=0, exclusive_minimum=True)
-        super().__init__(name=name, **kwargs)
-        self.query_tower = HistoryEncoder(
-            num_items,
-            history_length=history_length,
-            embedding_dim=embedding_dim,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            pooling=pooling,
+        flat = {k: kwargs.pop(k) for k in _FLAT_ARGUMENTS if k in kwargs}
+        if query_tower is None or isinstance(query_tower, int):
+            if isinstance(query_tower, int):
+                flat["num_items"] = query_tower
+            if num_items is not None:
+                flat["num_items"] = num_items
+            query_tower, candidate_tower, task, num_items = _flat_parts(
+                candidate_tower, task, flat
+            )
+        elif flat:
+            raise TypeError(
+                "SequentialRetrieval takes its towers as objects: "
+                f"{sorted(flat)} are arguments of build_sequential_retrieval"
+            )
+        query_tower = _as_part(query_tower)
+        candidate_tower = _as_part(candidate_tower)
+        task = _as_part(task)
+        for argument, tower, key in [
+            ("query_tower", query_tower, "history"),
+            ("candidate_tower", candidate_tower, "item"),
+        ]:
+            if not isinstance(tower, keras.Model):
+                raise ValueError(
+                    f"`{argument}` must be a Keras model taking "
+                    f"{{{key!r}: ...}}. Received: {argument}={tower!r}"
+                )
+        if num_items is None:
+            num_items = getattr(candidate_tower, "num_items", None)
+        check_positive_int("num_items", num_items)
+        if task is None:
+            task = RetrievalTask(remove_accidental_hits=True, name="task")
+        history_length = _input_length(query_tower, "history")
+        history = keras.Input((history_length,), dtype="int32", name="history")
+        query = query_tower({"history": history})
+        parts = Parts(
+            query_tower=query_tower, candidate_tower=candidate_tower, task=task
         )
-        self.candidate_tower = ItemEncoder(
-            num_items,
-            num_genres=num_genres,
-            embedding_dim=embedding_dim,
-            item_genres=item_genres,
+        arguments = {"num_items": num_items}
+        self._init_functional(
+            {"history": history},
+            query,
+            parts,
+            arguments,
+            name,
+            settings=("num_items",),
+            **kwargs,
         )
-        self.task = tfrs.tasks.Retrieval(
-            temperature=temperature,
-            remove_accidental_hits=remove_accidental_hits,
-        )
-        self.num_items = num_items
         self.history_length = history_length
-        self.remove_accidental_hits = remove_accidental_hits
-        self._settings = {
-            "num_items": num_items,
-            "num_genres": num_genres,
-            "history_length": history_length,
-            "embedding_dim": embedding_dim,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "intermediate_dim": intermediate_dim,
-            "dropout": dropout,
-            "pooling": pooling,
-            "temperature": temperature,
-            "remove_accidental_hits": remove_accidental_hits,
-        }
+        self.loss_tracker = keras.metrics.Mean(name="loss")
 
     def get_config(self):
-        # The genre table is not here: it lives in the candidate tower's weights.
-        return {**self._settings, "name": self.name, "trainable": self.trainable}
+        if not isinstance(self.task, RetrievalTask):
+            raise NotImplementedError(
+                f"A SequentialRetrieval with a {type(self.task).__name__} task has "
+                "no config: keep its weights with save_weights (a RetrievalTask "
+                "saves to .keras)"
+            )
+        return {
+            **super().get_config(),
+            "query_tower": _serialize(self.query_tower),
+            "candidate_tower": _serialize(self.candidate_tower),
+            "task": _serialize(self.task),
+        }
 
-    def call(self, inputs, training=None):
-        return self.query_tower({"history": inputs["history"]}, training=training)
+    @property
+    def metrics(self):
+        return [self.loss_tracker]
 
     def retrieval_loss(self, features, training=False):
         """The task's loss on a batch `{"history", "item"[, "item_probability"]}`;
@@ -455,26 +435,30 @@ class SequentialRetrieval(keras.Model):
         the sampling-bias correction of the in-batch softmax (logQ)."""
         query = self.query_tower({"history": features["history"]}, training=training)
         candidates = self.candidate_tower({"item": features["item"]}, training=training)
-        return self.task(
-            query,
-            candidates,
-            candidate_sampling_probability=features.get("item_probability"),
-            candidate_ids=features["item"] if self.remove_accidental_hits else None,
-            compute_metrics=False,
-            training=training,
-        )
+        arguments = {
+            "candidate_sampling_probability": features.get("item_probability"),
+            "candidate_ids": features["item"],
+        }
+        if not isinstance(self.task, RetrievalTask):
+            # TFRS's task: its ids turn on nothing by themselves, and its
+            # factorized metrics are not wanted in the training step.
+            arguments["compute_metrics"] = False
+        return self.task(query, candidates, training=training, **arguments)
 
     def train_step(self, data):
         with tf.GradientTape() as tape:
             loss = self.retrieval_loss(data, training=True)
             total = loss + tf.add_n(self.losses) if self.losses else loss
+            scaled = scale_loss(self.optimizer, total)
         variables = self.trainable_variables
-        gradients = tape.gradient(total, variables)
+        gradients = unscale_gradients(self.optimizer, tape.gradient(scaled, variables))
         self.optimizer.apply_gradients(zip(gradients, variables))
-        return {"loss": loss}
+        self.loss_tracker.update_state(loss)
+        return {"loss": self.loss_tracker.result()}
 
     def test_step(self, data):
-        return {"loss": self.retrieval_loss(data, training=False)}
+        self.loss_tracker.update_state(self.retrieval_loss(data, training=False))
+        return {"loss": self.loss_tracker.result()}
 
     def candidate_embeddings(self, batch_size: int = 4096) -> np.ndarray:
         """Every item's embedding, `(num_items + 1, dim)`; row 0 (padding) is
@@ -503,20 +487,130 @@ class SequentialRetrieval(keras.Model):
         scores[:, 0] = -np.inf
         return scores
 
-    def recommend(self, histories, k: int = 10, exclude_history: bool = True):
+    def recommend(
+        self,
+        histories,
+        k: int = 10,
+        exclude_history: bool = True,
+        batch_size: int = 1024,
+    ):
         """Top-k `(indices, scores)`, each `(n, k)`, of histories `(n, T)` of item
         indices (0 = padding, any layout; the last `history_length` real items
-        are encoded), computed in NumPy; with `exclude_history`, no item of the
-        history is recommended. Ties go to the lower index."""
-        histories = np.asarray(histories)
-        packed = pack_histories(histories, self.history_length)
-        scores = self.scores(packed)
-        if exclude_history:
-            rows = np.repeat(np.arange(len(histories)), histories.shape[1])
-            scores[rows, histories.ravel()] = -np.inf
-            scores[:, 0] = -np.inf
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        return top, np.take_along_axis(scores, top, axis=1)
+        are encoded), searched exactly by `BruteForceTopK` over every item (the
+        export's search); with `exclude_history`, no item of the history is
+        recommended. Ties go to the lower index."""
+        histories = np.asarray(histories, "int32")
+        queries = self.query_embeddings(
+            pack_histories(histories, self.history_length), batch_size
+        )
+        candidates = self.candidate_embeddings()[1:]  # row r: item r + 1
+        top_k = BruteForceTopK(k=k, block_size=4096)
+        indices, scores = [], []
+        for start in range(0, len(histories), batch_size):
+            part = slice(start, start + batch_size)
+            # An item's row is its index - 1: padding (0) excludes nothing.
+            exclude = histories[part] - 1 if exclude_history else None
+            top_scores, rows = top_k(queries[part], candidates, exclude=exclude)
+            indices.append(rows.numpy() + 1)
+            scores.append(top_scores.numpy())
+        return np.concatenate(indices), np.concatenate(scores)
+
+
+def _input_length(tower, key: str) -> int:
+    """The length of a tower's `key` input `(batch, length)`."""
+    inputs = tower.input if isinstance(tower.input, dict) else {}
+    shape = tuple(inputs[key].shape) if key in inputs else None
+    if shape is None or len(shape) != 2 or shape[1] is None:
+        raise ValueError(
+            f"`query_tower` must take {{{key!r}: (batch, history_length)}}. "
+            f"Received: inputs {getattr(tower, 'input', None)!r}"
+        )
+    return int(shape[1])
+
+
+def _flat_parts(candidate_tower, task, flat):
+    """The towers of the 0.x flat call `SequentialRetrieval(num_items, ...)`."""
+    warnings.warn(
+        "SequentialRetrieval(num_items, ...) with flat arguments is deprecated: "
+        "pass the towers, SequentialRetrieval(HistoryEncoder(...), "
+        "ItemEncoder(...)), or call build_sequential_retrieval(num_items, ...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if candidate_tower is not None or task is not None:
+        raise TypeError(
+            "The flat SequentialRetrieval call takes its arguments by keyword "
+            "after num_items"
+        )
+    if "num_items" not in flat:
+        raise TypeError("SequentialRetrieval needs query_tower and candidate_tower")
+    model = build_sequential_retrieval(**flat)
+    return model.query_tower, model.candidate_tower, model.task, model.num_items
+
+
+def build_sequential_retrieval(
+    num_items: int,
+    num_genres: int = 19,
+    item_genres=None,
+    history_length: int = 50,
+    embedding_dim: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    intermediate_dim: int | None = None,
+    dropout: float = 0.2,
+    pooling: str = "last",
+    temperature: float | None = None,
+    remove_accidental_hits: bool = True,
+    num_hard_negatives: int | None = None,
+    name: str = "sequential_retrieval",
+) -> SequentialRetrieval:
+    """A `SequentialRetrieval` of a `HistoryEncoder`, an `ItemEncoder` and a
+    `RetrievalTask`, from flat arguments.
+
+    Args:
+        num_items: int. Item indices run 1..num_items.
+        num_genres: int. Width of the genre multi-hot. Defaults to 19.
+        item_genres: optional array `(num_items + 1, num_genres)`.
+        history_length, embedding_dim, num_layers, num_heads, intermediate_dim,
+            dropout, pooling: the `HistoryEncoder`'s (embedding_dim is also the
+            `ItemEncoder`'s).
+        temperature, remove_accidental_hits, num_hard_negatives: the
+            `RetrievalTask`'s (accidental hits removed by default).
+        name: str. Defaults to "sequential_retrieval".
+
+    Example:
+
+    >>> model = build_sequential_retrieval(num_items=20, num_genres=2,
+    ...                                    history_length=4, embedding_dim=8,
+    ...                                    num_layers=1)
+    >>> model.query_tower.pooling, model.task.remove_accidental_hits
+    ('last', True)
+    """
+    return SequentialRetrieval(
+        HistoryEncoder(
+            num_items,
+            history_length=history_length,
+            embedding_dim=embedding_dim,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            pooling=pooling,
+        ),
+        ItemEncoder(
+            num_items,
+            num_genres=num_genres,
+            embedding_dim=embedding_dim,
+            item_genres=item_genres,
+        ),
+        RetrievalTask(
+            temperature=temperature,
+            remove_accidental_hits=remove_accidental_hits,
+            num_hard_negatives=num_hard_negatives,
+            name="task",
+        ),
+        name=name,
+    )
 
 
 def pack_histories(histories, history_length: int) -> np.ndarray:
@@ -610,6 +704,7 @@ def fit_retrieval_model(
         else dataset(_features(validation, model.history_length), shuffle=False),
         callbacks=callbacks,
         verbose=verbose,
+        shuffle=False,  # the dataset shuffles (Keras 3 warns when asked again)
     )
 
 
@@ -724,146 +819,3 @@ def top_k_metrics(
         out[name] = (float(values.mean()), float(low), float(high))
     out["ranks"] = ranks
     return out
-
-
-class _RetrievalServing(tf.Module):
-    """Raw history in, top-k raw ids and scores out, with a BruteForce index."""
-
-    def __init__(self, model, vocabulary, k, exclude_history, tfrs):
-        super().__init__()
-        vocabulary = np.asarray(vocabulary)
-        self.integer_ids = vocabulary.dtype.kind in "iu"
-        self.k = k
-        self.history_length = model.history_length
-        self.exclude_history = exclude_history
-        indices = tf.range(1, len(vocabulary) + 1, dtype=tf.int32)
-        self.index = tfrs.layers.factorized_top_k.BruteForce(
-            query_model=model.query_tower, k=k
-        )
-        candidates = model.candidate_embeddings()[1:]
-        self.index.index(tf.constant(candidates), identifiers=indices)
-        strings = tf.constant(vocabulary.astype(str))
-        self.string_table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(strings, indices), default_value=0
-        )
-        self.string_ids = tf.concat([[""], strings], axis=0)
-        if self.integer_ids:
-            integers = tf.constant(vocabulary.astype("int64"))
-            self.integer_table = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(integers, indices),
-                default_value=0,
-            )
-            self.integer_ids_table = tf.concat(
-                [tf.zeros([1], tf.int64), integers], axis=0
-            )
-            self.serve = tf.function(
-                self._serve_integers,
-                input_signature=[tf.TensorSpec([None, None], tf.int64, name="history")],
-            )
-        self.serve_strings = tf.function(
-            self._serve_strings,
-            input_signature=[tf.TensorSpec([None, None], tf.string, name="history")],
-        )
-
-    def _top_k(self, history):
-        """Top-k `(indices, scores)` of a `(batch, T)` history of item indices."""
-        real = history != 0
-        # Left-pack the last `history_length` real items: item j goes to column
-        # L - 1 - (number of real items after it); earlier ones fall off (-1).
-        after = tf.reduce_sum(tf.cast(real, tf.int32), axis=1, keepdims=True) - (
-            tf.cumsum(tf.cast(real, tf.int32), axis=1)
-        )
-        column = tf.where(
-            real & (after < self.history_length), self.history_length - 1 - after, -1
-        )
-        slots = tf.one_hot(column, self.history_length, dtype=tf.int32)
-        packed = tf.reduce_sum(slots * history[..., tf.newaxis], axis=1)  # (batch, L)
-        num_items = tf.shape(self.string_ids)[0] - 1
-        if not self.exclude_history:
-            scores, indices = self.index({"history": packed}, k=self.k)
-            return indices, scores
-        # Ask for k more than the history holds, then drop the history's items.
-        wanted = tf.minimum(self.k + tf.shape(history)[1], num_items)
-        scores, indices = self.index({"history": packed}, k=wanted)
-        seen = tf.reduce_any(
-            tf.equal(indices[:, :, tf.newaxis], history[:, tf.newaxis, :]), axis=-1
-        )
-        scores = tf.where(seen, tf.constant(-np.inf, scores.dtype), scores)
-        top_scores, order = tf.math.top_k(scores, k=self.k)
-        return tf.gather(indices, order, batch_dims=1), top_scores
-
-    def _serve_integers(self, history):
-        indices, scores = self._top_k(self.integer_table.lookup(history))
-        return {
-            "item_ids": tf.gather(self.integer_ids_table, indices),
-            "scores": scores,
-        }
-
-    def _serve_strings(self, history):
-        indices, scores = self._top_k(self.string_table.lookup(history))
-        return {"item_ids": tf.gather(self.string_ids, indices), "scores": scores}
-
-
-def export_retrieval_index(
-    model: SequentialRetrieval,
-    export_dir: str,
-    vocabulary,
-    k: int = 10,
-    exclude_history: bool = True,
-) -> str:
-    """Writes a SavedModel that maps a raw history to its top-k items.
-
-    A `tfrs.layers.factorized_top_k.BruteForce` index holds every item's
-    candidate embedding (computed now) and the query tower. The history is a
-    `(batch, T)` tensor of raw item ids of any length `T`, padded with 0 (or "")
-    anywhere; ids absent from `vocabulary` are read as padding. Its last
-    `history_length` real items are encoded, oldest first; with `exclude_history`
-    no item of the whole history is returned (when the history leaves fewer than
-    k items, the rest have score -inf). Signatures, outputs `item_ids` and
-    `scores`, each `(batch, k)`, best first:
-
-    - `serving_default`: `history` int64 (when the vocabulary is integers) or
-      string ids;
-    - `serve_strings` (integer vocabularies): `history` as decimal strings,
-      `item_ids` as strings.
-
-    Args:
-        model: a trained `SequentialRetrieval`.
-        export_dir: str. Where to write.
-        vocabulary: the raw id of each index 1..num_items, in order (ints or
-            strings), e.g. `data.items["item_id"]`.
-        k: int. Items returned per history. Defaults to 10.
-        exclude_history: bool. Leave the history's items out. Defaults to True.
-
-    Returns:
-        `export_dir`.
-    """
-    tfrs = require_tfrs()
-    vocabulary = np.asarray(vocabulary)
-    check_shape("vocabulary", vocabulary.shape, (model.num_items,), "(num_items,)")
-    check_at_most(
-        "len(vocabulary)",
-        len(vocabulary),
-        len(set(vocabulary.tolist())),
-        "its number of distinct ids",
-    )
-    check_positive_int("k", k)
-    check_at_most("k", k, model.num_items, "the number of items")
-    serving = _RetrievalServing(model, vocabulary, k, exclude_history, tfrs)
-    signatures = {"serve_strings": serving.serve_strings}
-    signatures["serving_default"] = (
-        serving.serve if serving.integer_ids else serving.serve_strings
-    )
-    if not serving.integer_ids:
-        del signatures["serve_strings"]
-    # TFRS's BruteForce is a Keras Model without a config: tf_keras warns on save
-    # that it defaults to an empty one (the SavedModel does not use it), and logs
-    # where the assets went. Neither is the user's concern.
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")
-    try:
-        tf.saved_model.save(serving, export_dir, signatures=signatures)
-    finally:
-        logger.setLevel(level)
-    return export_dir

@@ -19,6 +19,7 @@ import collections
 
 import numpy as np
 
+from keras_attn._publish import written_whole
 from keras_attn._validation import (
     check_bool,
     check_choice,
@@ -526,7 +527,8 @@ def export_seq2seq(
     length penalty `length_penalty`), so the export loads in TensorFlow alone.
 
     Returns:
-        `export_dir`.
+        `export_dir`, which must not exist yet: the SavedModel is written beside it
+        and moved in whole.
     """
     check_positive_int("max_length", max_length)
     check_positive_int("beam_width", beam_width)
@@ -540,7 +542,9 @@ def export_seq2seq(
             "length_penalty": length_penalty,
         },
     )
-    tf.saved_model.save(
-        module, export_dir, signatures={"serving_default": module.serve}
-    )
+    # Written beside and moved in whole: a server never sees half a model.
+    with written_whole(export_dir) as folder:
+        tf.saved_model.save(
+            module, str(folder), signatures={"serving_default": module.serve}
+        )
     return export_dir

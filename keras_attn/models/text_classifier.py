@@ -33,7 +33,7 @@ from keras_attn.precision import (
     policy_scope,
     resolve_jit_compile,
 )
-from keras_attn.text.datasets import stratified_split
+from keras_attn.text.labels import early_stopping_split, text_labels
 from keras_attn.text.pretraining import pretraining_dataset
 from keras_attn.text.tokenizers import (
     SentenceTokenizer,
@@ -499,21 +499,35 @@ def fit_text_classifier(
     strategy = distribute.as_strategy(strategy, tpu) or tf.distribute.get_strategy()
     keras.utils.set_random_seed(seed)
     model_kwargs = {**MODEL_DEFAULTS[model], **model_kwargs}
-    texts, labels = list(texts), list(labels)
-    class_names = sorted({str(v) for v in labels})
+    # Class names read once ("3" for 3 and 3.0), missing ones refused by row.
+    texts, labels = text_labels(texts, labels)
+    class_names = sorted(set(labels))
     if len(class_names) < 2:
         raise ValueError(
             f"`labels` must hold at least 2 classes. Received: {class_names}"
         )
+    if validation_texts is not None:
+        validation_texts, validation_labels = text_labels(
+            validation_texts,
+            validation_labels,
+            names=("validation_texts", "validation_labels"),
+        )
+        unknown = sorted(set(validation_labels) - set(class_names))
+        if not validation_texts or unknown:
+            raise ValueError(
+                "`validation_texts` must hold documents of the training classes "
+                f"{class_names}. Received: {len(validation_texts)} documents"
+                + (f", classes {unknown} not in training" if unknown else "")
+            )
     index = {c: i for i, c in enumerate(class_names)}
 
     def encode(values):
-        return np.array([index[str(v)] for v in values], "int32")
+        return np.array([index[v] for v in values], "int32")
 
     # Early stopping on documents carved from the training ones, never scored ones.
     validation_indices = None
     if validation_texts is None and patience:
-        train_idx, validation_indices = stratified_split(
+        train_idx, validation_indices = early_stopping_split(
             labels, validation_fraction, seed=seed
         )
         validation_texts = [texts[i] for i in validation_indices]

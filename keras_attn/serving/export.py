@@ -14,10 +14,16 @@ in.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
-from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn._publish import (
+    check_export_target,
+    latest_version,
+    new_temp_folder,
+    place_version,
+    version_problem,
+)
+from keras_attn.backend import tf, write_saved_model
 from keras_attn.features.specs import features_to_json
 from keras_attn.models.text import build_text_serving_model
 from keras_attn.models.text_classifier import TextClassifier
@@ -26,6 +32,7 @@ from keras_attn.serving.requests import to_arrays
 from keras_attn.serving.warmup import write_warmup
 
 __all__ = [
+    "check_export_target",
     "export",
     "export_text_classifier",
     "latest_version",
@@ -37,27 +44,34 @@ __all__ = [
 _SPECS_FILE = "keras_attn_features.json"
 
 
-def latest_version(base_dir: str | Path) -> int | None:
-    """The highest numbered version folder under `base_dir`, or None."""
-    base = Path(base_dir)
-    if not base.is_dir():
-        return None
-    versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
-    return max(versions) if versions else None
-
-
 def resolve_export(path) -> Path:
-    """A version folder: `path` itself, or the highest version under it."""
+    """A loadable version folder: `path` itself, or the highest version under it.
+
+    Raises:
+        ValueError: `path` is neither, or the version is incomplete (TF Serving,
+            which loads the highest version, could not load it).
+    """
     path = Path(path)
-    if (path / "saved_model.pb").exists():
-        return path
-    version = latest_version(path)
-    if version is None or not (path / str(version) / "saved_model.pb").exists():
+    if (path / "saved_model.pb").exists() or (
+        path.name.isdigit() and path.is_dir() and latest_version(path) is None
+    ):
+        version = path  # a version folder (perhaps an incomplete one)
+    else:
+        number = latest_version(path)
+        if number is None:
+            raise ValueError(
+                "`--model` must be an export's version folder (with saved_model.pb) "
+                f"or its base folder (with numbered versions). Received: {str(path)!r}"
+            )
+        version = path / str(number)
+    problem = version_problem(version)
+    if problem:
         raise ValueError(
-            "`--model` must be an export's version folder (with saved_model.pb) or "
-            f"its base folder (with numbered versions). Received: {str(path)!r}"
+            f"Version folder {str(version)!r} is not loadable: {problem}. TF Serving "
+            "loads the highest version of a base folder and would fail on it: "
+            "export again, or remove the folder"
         )
-    return path / str(version)
+    return version
 
 
 def _input_names(model) -> list[str]:
@@ -122,10 +136,12 @@ def export(
             tokenizer, see `export_text_classifier`).
         base_dir: the model's folder, e.g. "saved_models/census_mmoe".
         version: int. The version folder. Defaults to one more than the highest
-            version present (1 for a new folder).
+            version present when the export is moved in (1 for a new folder): two
+            exports at once get two versions.
         features: optional feature specs, written as JSON to
             `<version>/assets.extra/keras_attn_features.json`.
-        overwrite: bool. Replace an existing version. Defaults to False.
+        overwrite: bool. Replace an existing version (swapped in whole; the old
+            one is removed after). Defaults to False.
         warmup: optional raw rows (a DataFrame, a list of dicts, or for a text
             export a list of strings): written as TF Serving's warm-up records to
             `<version>/assets.extra/tf_serving_warmup_requests`, for every signature.
@@ -161,20 +177,8 @@ def export(
             explain=explain,
         )
     base = Path(base_dir)
-    if version is None:
-        version = (latest_version(base) or 0) + 1
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ValueError(
-            f"`version` must be a non-negative integer. Received: version={version!r}"
-        )
-    target = base / str(version)
-    if target.exists():
-        if not overwrite:
-            raise ValueError(
-                f"Version folder {str(target)!r} already exists: pass "
-                "`overwrite=True` or another `version`"
-            )
-    base.mkdir(parents=True, exist_ok=True)
+    # Before the slow save: a taken version, a file in the way, no permission.
+    check_export_target(base, version, overwrite)
     names = _input_names(model)
     if len(names) != len(model.inputs):
         raise ValueError(f"Model {model.name!r}: cannot name its inputs ({names})")
@@ -210,33 +214,19 @@ def export(
         if not len(next(iter(warmup.values()), [])):
             raise ValueError("`warmup` must hold at least one row. Received: 0 rows")
 
-    # Write beside the target and move it in whole: TF Serving polls the folder and
-    # must never see a half-written version.
-    tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=base))
+    # Written beside the target and moved in whole (keras_attn._publish):
+    # TF Serving polls the folder and must never see a half-written version.
+    tmp = new_temp_folder(base)
     try:
         out = tmp / "model"
-        if KERAS_3:
-            archive = keras.export.ExportArchive()
-            archive.track(model)
-            for name, fn in endpoints.items():
-                archive.add_endpoint(name, fn, input_signature=[signature])
-            archive.write_out(str(out), verbose=False)
-        else:
-            signatures = {
-                name: tf.function(fn, input_signature=[signature])
-                for name, fn in endpoints.items()
-            }
-            signatures = {n: f.get_concrete_function() for n, f in signatures.items()}
-            tf.saved_model.save(model, str(out), signatures=signatures)
+        write_saved_model(model, str(out), endpoints, [signature])
         if features is not None:
             extra = out / "assets.extra"
             extra.mkdir(exist_ok=True)
             (extra / _SPECS_FILE).write_text(features_to_json(features))
         if warmup is not None:
             write_warmup(out, warmup, dtypes, tuple(endpoints), base.name)
-        if target.exists():
-            shutil.rmtree(target)
-        out.rename(target)
+        target = place_version(out, base, version, overwrite)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

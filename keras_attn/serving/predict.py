@@ -1,18 +1,22 @@
 """Batch scoring of a file through an export: `predict_file`.
 
 Streams a CSV or JSONL file (optionally .gz) through an export's signature in
-batches and writes one row per input row (`keras-attn predict` is its command line).
+batches and writes one row per input row (`keras-attn predict` is its command line):
+the file read as in training, the output renamed into place when complete.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from keras_attn.backend import tf
+from keras_attn.features.reader import CSVFiles, iter_csv_frames
 from keras_attn.features.specs import features_from_json
 from keras_attn.serving.export import read_features_json, resolve_export
 from keras_attn.serving.requests import signature_dtypes, to_arrays
@@ -47,22 +51,21 @@ class _Progress:
         return seconds
 
 
-def _chunks(handle, suffix: str, batch_size: int, string_inputs):
+def _jsonl_chunks(data: Path, batch_size: int):
     import pandas as pd
 
-    if suffix == ".jsonl":
-        yield from pd.read_json(
+    raw = open(data, "rb")
+    handle = gzip.GzipFile(fileobj=raw) if data.suffix.lower() == ".gz" else raw
+    try:
+        chunks = pd.read_json(
             handle, lines=True, chunksize=batch_size, dtype=False, convert_dates=False
         )
-        return
-    # As the CSV training path reads it: "NA" stays text, only "" is missing.
-    yield from pd.read_csv(
-        handle,
-        chunksize=batch_size,
-        keep_default_na=False,
-        na_values=[""],
-        dtype={n: str for n in string_inputs},
-    )
+        for chunk in chunks:
+            chunk.attrs["position"] = raw.tell()
+            yield chunk
+    finally:
+        handle.close()
+        raw.close()
 
 
 def _scalar(value):
@@ -92,6 +95,53 @@ def _output_rows(outputs: dict, keep: dict, n: int, flat: bool) -> list[dict]:
     return rows
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def _output_names(serve, prefix: str, flat: bool) -> dict:
+    """`{output: [the columns it writes]}` (a CSV gets `name_j` columns for an
+    output of several values)."""
+    names = {}
+    for name, spec in serve.structured_outputs.items():
+        width = 1
+        for d in spec.shape[1:]:
+            width *= d if d is not None else 2  # unknown: several columns
+        written = f"{prefix}{name}"
+        names[name] = (
+            [written]
+            if width == 1 or not flat
+            else [f"{written}_{j}" for j in range(width if width > 1 else 2)]
+        )
+    return names
+
+
+def _check_paths(data: Path, output: Path | None) -> None:
+    if output is None:
+        return
+    if _same_file(data, output):
+        raise ValueError(
+            "`output` must not be the input file: the predictions would write over "
+            f"the rows being read. Received: output={str(output)!r}, data="
+            f"{str(data)!r}"
+        )
+    if output.is_dir():
+        raise ValueError(
+            f"`output` is a folder; give a file. Received: {str(output)!r}"
+        )
+    if not output.parent.is_dir():
+        raise ValueError(
+            f"`output` must be in an existing folder. Received: {str(output)!r} "
+            f"(no folder {str(output.parent)!r})"
+        )
+    if not os.access(output.parent, os.W_OK):
+        raise ValueError(
+            f"`output` cannot be written: no write permission in {str(output.parent)!r}"
+        )
+
+
 def predict_file(
     model,
     data,
@@ -100,8 +150,16 @@ def predict_file(
     signature: str = "serving_default",
     keep=(),
     progress: bool = True,
+    prefix: str = "",
+    encoding: str = "utf-8",
 ) -> dict:
     """Streams a CSV or JSONL file (optionally .gz) through an export's signature.
+
+    A CSV file is read by `keras_attn.features.reader`, as in training (its feature
+    specs, kept with a CTR export, read each cell as the training stream did). The
+    output goes to a temporary file beside `output`, renamed into place when every
+    row is written: a failed run leaves an existing `output` as it was, and the
+    input is never written over.
 
     Args:
         model: the export's base or version folder.
@@ -109,8 +167,13 @@ def predict_file(
         output: a `.csv` or `.jsonl` file, or None for JSONL on stdout.
         batch_size: int. Rows per call. Defaults to 1024.
         signature: str. Defaults to "serving_default".
-        keep: input columns copied into the output (e.g. an id column).
+        keep: input columns copied into the output (e.g. an id column). A kept
+            column with an output's name (a CTR task is named after its label
+            column) is an error before anything is written: give a `prefix`.
         progress: bool. The progress bar on stderr. Defaults to True.
+        prefix: str. Put before each output's name (e.g. "pred_"). Defaults to "".
+        encoding: str. The CSV file's text encoding. Defaults to "utf-8" (with or
+            without a byte-order mark).
 
     Returns:
         `{"rows": int, "seconds": float, "export": str}`.
@@ -128,6 +191,8 @@ def predict_file(
             "`batch_size` must be a positive integer. Received: "
             f"batch_size={batch_size!r}"
         )
+    if not isinstance(prefix, str):
+        raise ValueError(f"`prefix` must be a string. Received: prefix={prefix!r}")
     export_dir = resolve_export(model)
     data = Path(data)
     suffixes = [s.lower() for s in data.suffixes]
@@ -138,26 +203,59 @@ def predict_file(
             f"`--data` must be a .csv or .jsonl file (optionally .gz). Received: "
             f"{str(data)!r}"
         )
-    out_suffix = Path(output).suffix.lower() if output else ".jsonl"
+    output = Path(output) if output else None
+    out_suffix = output.suffix.lower() if output else ".jsonl"
     if out_suffix not in (".csv", ".jsonl"):
         raise ValueError(
             f"`--output` must end in .csv or .jsonl. Received: {str(output)!r}"
         )
+    _check_paths(data, output)
+    if not data.is_file():
+        raise ValueError(f"`data` file {str(data)!r} does not exist")
+    files = CSVFiles(data, encoding=encoding)  # checks the encoding's name
+    keep = list(dict.fromkeys(keep or ()))
     dtypes = signature_dtypes(export_dir, signature)
     specs_json = read_features_json(export_dir)
     features = None
     if specs_json is not None:
         features = [f for f in features_from_json(specs_json) if f.name in dtypes]
     serve = tf.saved_model.load(str(export_dir)).signatures[signature]
-    strings = [n for n, d in dtypes.items() if d == "string"]
+    flat = out_suffix == ".csv"
+    written = _output_names(serve, prefix, flat)
+    clash = sorted({c for c in keep for names in written.values() if c in names})
+    if clash:
+        raise ValueError(
+            f"`keep` columns {clash} have the names of the export's outputs, which "
+            "would be written over them: give the outputs a prefix (`prefix='pred_'`; "
+            "--prefix pred_ on the command line)"
+        )
+    by_name = {f.name: f for f in features or []}
+    columns = [by_name[n].source if n in by_name else n for n in dtypes] + keep
 
-    raw = open(data, "rb")
-    handle = gzip.GzipFile(fileobj=raw) if compressed else raw
-    sink = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout
+    if suffix == ".csv":
+        # Inputs without a spec (a text export's `text`) are read as written.
+        strings = [n for n, d in dtypes.items() if d == "string" and n not in by_name]
+        stream = iter_csv_frames(files, columns, batch_size, text_columns=strings)
+    else:
+        stream = _jsonl_chunks(data, batch_size)
+
+    if output is not None:
+        handle = tempfile.NamedTemporaryFile(
+            "w",
+            dir=output.parent,
+            prefix=f".{output.name}.",
+            suffix=".tmp",
+            encoding="utf-8",
+            newline="",
+            delete=False,
+        )
+        sink = handle
+    else:
+        sink = sys.stdout
     bar = _Progress(data.stat().st_size, progress)
-    first = True
+    first, done = True, False
     try:
-        for chunk in _chunks(handle, suffix, batch_size, strings):
+        for chunk in stream:
             missing = [c for c in keep if c not in chunk.columns]
             if missing:
                 raise ValueError(
@@ -165,10 +263,10 @@ def predict_file(
                 )
             arrays = to_arrays(chunk, dtypes, features)
             outputs = serve(**{k: tf.constant(v) for k, v in arrays.items()})
-            outputs = {k: v.numpy() for k, v in outputs.items()}
+            outputs = {f"{prefix}{k}": v.numpy() for k, v in outputs.items()}
             kept = {c: chunk[c].tolist() for c in keep}
-            rows = _output_rows(outputs, kept, len(chunk), out_suffix == ".csv")
-            if out_suffix == ".csv":
+            rows = _output_rows(outputs, kept, len(chunk), flat)
+            if flat:
                 import pandas as pd
 
                 pd.DataFrame(rows).to_csv(sink, header=first, index=False)
@@ -177,11 +275,14 @@ def predict_file(
                     json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows
                 )
             first = False
-            bar.update(len(chunk), raw.tell())
+            bar.update(len(chunk), chunk.attrs.get("position", 0))
+        done = True
     finally:
         seconds = bar.close()
-        handle.close()
-        raw.close()
-        if output:
-            sink.close()
+        if output is not None:
+            handle.close()
+            if done:
+                os.replace(handle.name, output)  # the whole output, at once
+            else:
+                os.unlink(handle.name)
     return {"rows": bar.rows, "seconds": seconds, "export": str(export_dir)}

@@ -123,6 +123,15 @@ def _column_array(name: str, values, dtype: str) -> np.ndarray:
     return np.asarray(values, dtype=dtype).reshape(len(values))
 
 
+def _source(name: str, by_name: dict, columns) -> str:
+    """The column of input `name`: its spec's column when the rows have it (the
+    data's name for an input renamed to be a serving name), else `name`."""
+    spec = by_name.get(name)
+    if spec is not None and getattr(spec, "column", None) in columns:
+        return spec.column
+    return name
+
+
 def to_arrays(rows, dtypes: dict | str | Path, features=None) -> dict:
     """Raw rows as the arrays a signature takes: `{input: (batch,) array}`.
 
@@ -132,7 +141,9 @@ def to_arrays(rows, dtypes: dict | str | Path, features=None) -> dict:
         dtypes: `{input: dtype name}` (as `signature_dtypes` gives), or an export
             folder to read them from.
         features: optional feature specs: columns they describe are converted as in
-            training (`spec.values`), the rest by `dtypes`.
+            training (`spec.values`), the rest by `dtypes`; an input whose spec has
+            a `column` (a data column renamed for serving) is read from that
+            column when `rows` have it.
 
     Returns:
         dict of NumPy arrays by input name: strings as bytes objects (missing ->
@@ -153,16 +164,16 @@ def to_arrays(rows, dtypes: dict | str | Path, features=None) -> dict:
     if not isinstance(dtypes, dict):
         dtypes = signature_dtypes(dtypes)
     columns = _columns(rows)
-    missing = sorted(set(dtypes) - set(columns))
+    by_name = {f.name: f for f in (features or [])}
+    missing = sorted(n for n in dtypes if _source(n, by_name, columns) not in columns)
     if missing:
         raise ValueError(
             f"`rows` must hold every input of the signature {sorted(dtypes)}. "
             f"Missing: {missing}"
         )
-    by_name = {f.name: f for f in (features or [])}
     out = {}
     for name, dtype in dtypes.items():
-        values = columns[name]
+        values = columns[_source(name, by_name, columns)]
         if name in by_name:
             series = values if isinstance(values, pd.Series) else pd.Series(values)
             array = by_name[name].values(series)

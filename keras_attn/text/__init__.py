@@ -19,6 +19,7 @@ from keras_attn.text.datasets import (
     load_review_sample,
     stratified_split,
 )
+from keras_attn.text.labels import early_stopping_split, text_labels
 from keras_attn.text.pretraining import (
     mask_tokens,
     pack_document_windows,
@@ -46,6 +47,7 @@ __all__ = [
     "Tokenizer",
     "build_vocabulary",
     "cloze_bert_vocabulary",
+    "early_stopping_split",
     "encode_cloze",
     "load_ag_news",
     "load_chnsenticorp_htl",
@@ -62,4 +64,5 @@ __all__ = [
     "split_sentences",
     "split_words",
     "stratified_split",
+    "text_labels",
 ]

@@ -1,0 +1,343 @@
+"""Listwise ranking on MovieLens-100K: one scoring model trained with a pointwise
+loss, with keras_attn's pairwise and listwise losses, and with keras-rs' losses.
+
+Data: ../shared/data/movielens_100k (755 users). Each user's rated movies form a
+list graded by the rating (1-5). Split by time within each user: the user's last
+30% of ratings (at least 5) are the test list, used for the figures below and
+nothing else; the earlier ones are for training, cut into lists of 20 movies,
+reshuffled each epoch (a user's last, shorter list padded with relevance -1).
+
+The model, the same for every loss: a user embedding and an item vector (the
+movie's id embedding and its 19 genre flags through a Dense layer, then a Dense
+layer), 32 wide; an item's score is their dot product plus an item bias and a
+user bias (the biases let the pointwise regression fit the rating scale; a list's
+order ignores the user bias). Adam 1e-3, batches of 32 lists, 20 epochs, embedding
+32: fixed beforehand, not tuned (no validation part is read). The losses:
+pointwise: the mean squared error of the rating over a list's real movies;
+keras_attn's `ListwiseSoftmaxLoss`, `ListMLELoss` and `PairwiseLogisticLoss`;
+keras-rs' `ListMLELoss` and `PairwiseLogisticLoss` (Keras 3 only).
+
+Score: NDCG@10 of each user's test list ranked by the model's scores, gains
+`2^rating - 1` (TF-Ranking's and keras-rs' default), the mean over users with its
+95% interval (2.5% and 97.5% quantiles over 1,000 resamplings of the users), and
+the paired difference to the pointwise model's on the same users. Every row is a
+fresh process (Keras 2 rows under TF_USE_LEGACY_KERAS=1), one seed.
+
+    python -m benchmarks.bench_ranking [--epochs 20] [--seed 0] [--no-write]
+
+keras-rs (`pip install keras-rs`, Keras 3 only) is a benchmark-only dependency:
+without it its rows are left out. Reads ../shared/data/movielens_100k (see DATA.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks._ctr_runs import SHARED_DATA, run_process
+from benchmarks._results import machine
+
+DATA = SHARED_DATA / "movielens_100k"
+CONFIG = dict(
+    test_share=0.3,
+    min_test=5,
+    list_size=20,
+    embedding_dim=32,
+    batch_lists=32,
+    learning_rate=1e-3,
+    epochs=20,
+)
+#: Each row: (label, library of the loss, loss name, Keras 2).
+RUNS = {
+    "pointwise": ("pointwise: squared error of the rating", "bench", "mse", False),
+    "softmax": ("keras_attn ListwiseSoftmaxLoss", "keras_attn", "softmax", False),
+    "list_mle": ("keras_attn ListMLELoss", "keras_attn", "list_mle", False),
+    "pairwise": ("keras_attn PairwiseLogisticLoss", "keras_attn", "pairwise", False),
+    "rs_list_mle": ("keras-rs ListMLELoss", "keras_rs", "list_mle", False),
+    "rs_pairwise": ("keras-rs PairwiseLogisticLoss", "keras_rs", "pairwise", False),
+    "softmax_k2": (
+        "keras_attn ListwiseSoftmaxLoss, Keras 2 (tf_keras)",
+        "keras_attn",
+        "softmax",
+        True,
+    ),
+    "list_mle_k2": (
+        "keras_attn ListMLELoss, Keras 2 (tf_keras)",
+        "keras_attn",
+        "list_mle",
+        True,
+    ),
+}
+
+
+def load():
+    """(train, test): per user, `(item indices, ratings)` in time order; the item
+    genre table `(num_items + 1, 19)` and the numbers of users and items."""
+    import pandas as pd
+
+    from keras_attn.datasets import load_movielens_sequences
+
+    items = load_movielens_sequences(DATA, history_length=1)
+    index = {raw: i + 1 for i, raw in enumerate(items.items["item_id"])}
+    ratings = pd.read_csv(
+        DATA / "ratings_dev.tsv.gz",
+        sep="\t",
+        names=["user", "item", "rating", "time"],
+    ).sort_values(["user", "time", "item"], kind="stable")
+    users = {u: i for i, u in enumerate(sorted(ratings["user"].unique()))}
+    train, test = [], []
+    for user, rows in ratings.groupby("user", sort=True):
+        item = np.array([index[i] for i in rows["item"]], "int32")
+        rating = rows["rating"].to_numpy("float32")
+        cut = len(item) - max(
+            CONFIG["min_test"], round(CONFIG["test_share"] * len(item))
+        )
+        train.append((users[user], item[:cut], rating[:cut]))
+        test.append((users[user], item[cut:], rating[cut:]))
+    return train, test, items.item_genres, len(users), items.num_items
+
+
+def training_lists(train, rng):
+    """One epoch's lists: each user's training movies shuffled and cut into lists
+    of `list_size` (the last one padded: item 0, relevance -1)."""
+    size = CONFIG["list_size"]
+    users, items, labels = [], [], []
+    for user, item, rating in train:
+        order = rng.permutation(len(item))
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            pad = size - len(chunk)
+            users.append(user)
+            items.append(np.pad(item[chunk], (0, pad)))
+            labels.append(np.pad(rating[chunk], (0, pad), constant_values=-1.0))
+    perm = rng.permutation(len(users))
+    return (
+        {
+            "user": np.asarray(users, "int32")[perm],
+            "items": np.stack(items)[perm],
+        },
+        np.stack(labels).astype("float32")[perm],
+    )
+
+
+def test_lists(test):
+    """Every user's test list, padded to the longest: inputs and relevance."""
+    width = max(len(item) for _, item, _ in test)
+    items = np.stack([np.pad(item, (0, width - len(item))) for _, item, _ in test])
+    labels = np.stack(
+        [np.pad(r, (0, width - len(r)), constant_values=-1.0) for _, _, r in test]
+    )
+    users = np.array([u for u, _, _ in test], "int32")
+    return {"user": users, "items": items.astype("int32")}, labels.astype("float32")
+
+
+def ndcg_at_10(labels, scores) -> np.ndarray:
+    """Per list: NDCG@10 with gains 2^y - 1 over the real items (y >= 0), written
+    out here (the library's metric is checked against it in the tests)."""
+    values = []
+    discounts = 1.0 / np.log2(np.arange(2, 12))
+    for y, s in zip(labels, scores):
+        real = y >= 0
+        y, s = y[real], s[real]
+        ranked = y[np.argsort(-s, kind="stable")][:10]
+        ideal = np.sort(y)[::-1][:10]
+        idcg = ((2.0**ideal - 1) * discounts[: len(ideal)]).sum()
+        dcg = ((2.0**ranked - 1) * discounts[: len(ranked)]).sum()
+        values.append(dcg / idcg if idcg > 0 else 0.0)
+    return np.array(values)
+
+
+def build_model(num_users, num_items, genres):
+    from keras_attn.backend import keras
+
+    dim = CONFIG["embedding_dim"]
+    user = keras.Input((), dtype="int32", name="user")
+    items = keras.Input((None,), dtype="int32", name="items")
+    genre_table = keras.layers.Embedding(
+        num_items + 1, genres.shape[1], trainable=False, name="genres"
+    )
+    item_vector = keras.layers.Dense(dim, name="item_vector")(
+        keras.layers.Concatenate()(
+            [
+                keras.layers.Embedding(num_items + 1, dim, name="item_id")(items),
+                keras.layers.Dense(dim, activation="relu")(genre_table(items)),
+            ]
+        )
+    )  # (batch, list, dim)
+    user_vector = keras.layers.Embedding(num_users, dim, name="user_id")(user)
+    dot = keras.layers.Dot(axes=(1, 2))([user_vector, item_vector])  # (batch, list)
+    item_bias = keras.layers.Reshape((-1,))(
+        keras.layers.Embedding(num_items + 1, 1, name="item_bias")(items)
+    )
+    user_bias = keras.layers.Embedding(num_users, 1, name="user_bias")(user)
+    scores = keras.layers.Add()([dot, item_bias, user_bias])
+    model = keras.Model({"user": user, "items": items}, scores)
+    genre_table.set_weights([genres])  # the 19 genre flags of each movie, frozen
+    return model
+
+
+def _loss(library: str, name: str):
+    from keras_attn.backend import tf
+
+    if library == "keras_rs":
+        import keras_rs
+
+        return {
+            "list_mle": keras_rs.losses.ListMLELoss,
+            "pairwise": keras_rs.losses.PairwiseLogisticLoss,
+        }[name]()
+    if library == "keras_attn":
+        from keras_attn import losses
+
+        return {
+            "softmax": losses.ListwiseSoftmaxLoss,
+            "list_mle": losses.ListMLELoss,
+            "pairwise": losses.PairwiseLogisticLoss,
+        }[name]()
+
+    def pointwise(y_true, y_pred):
+        real = tf.cast(y_true >= 0, tf.float32)
+        error = tf.square(tf.cast(y_pred, tf.float32) - y_true) * real
+        return tf.math.divide_no_nan(
+            tf.reduce_sum(error, axis=-1), tf.reduce_sum(real, axis=-1)
+        )
+
+    return pointwise
+
+
+def run_one(out_dir: str, which: str, seed: int, epochs: int) -> dict:
+    from keras_attn.backend import keras
+    from keras_attn.metrics import NDCG
+
+    _, library, loss_name, _ = RUNS[which]
+    keras.utils.set_random_seed(seed)
+    train, test, genres, num_users, num_items = load()
+    model = build_model(num_users, num_items, genres)
+    model.compile(
+        keras.optimizers.Adam(CONFIG["learning_rate"]), loss=_loss(library, loss_name)
+    )
+    rng = np.random.default_rng(seed)
+    start = time.perf_counter()
+    for _ in range(epochs):
+        x, y = training_lists(train, rng)
+        model.fit(x, y, batch_size=CONFIG["batch_lists"], epochs=1, verbose=0)
+    wall = time.perf_counter() - start
+    x, labels = test_lists(test)
+    scores = model.predict(x, batch_size=64, verbose=0)
+    per_user = ndcg_at_10(labels, scores)
+    metric = NDCG(k=10)
+    metric.update_state(labels, scores)
+    path = os.path.join(out_dir, f"{which}.npy")
+    np.save(path, per_user)
+    return {
+        "ndcg": path,
+        "library_ndcg": float(metric.result()),
+        "wall_s": wall,
+        "train_lists": len(y),
+        "test_users": len(labels),
+        "test_items": int((labels >= 0).sum()),
+    }
+
+
+_SCRIPT = r"""
+import json, sys
+from benchmarks.bench_ranking import run_one
+out_dir, which, seed, epochs = sys.argv[1:5]
+try:
+    import keras_rs  # noqa: F401
+except ImportError:
+    if which.startswith("rs_"):
+        print(json.dumps(None)); sys.exit(0)
+print(json.dumps(run_one(out_dir, which, int(seed), int(epochs))))
+"""
+
+
+def _bootstrap(values, num=1000, seed=0):
+    draws = np.random.default_rng(seed).integers(0, len(values), (num, len(values)))
+    means = values[draws].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(values.mean()), float(low), float(high)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=CONFIG["epochs"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(f"{DATA} is absent: this benchmark reads ../shared/data", file=sys.stderr)
+        return 0
+    loads, results = [os.getloadavg()[0]], {}
+    with tempfile.TemporaryDirectory() as out_dir:
+        for which in args.runs:
+            r = run_process(
+                _SCRIPT,
+                [which, args.seed, args.epochs],
+                legacy=RUNS[which][3],
+                out_dir=out_dir,
+            )
+            loads.append(os.getloadavg()[0])
+            if r is None:
+                print(f"{which}: keras-rs is not installed, left out", file=sys.stderr)
+                continue
+            r["per_user"] = np.load(r["ndcg"])
+            results[which] = r
+            print(
+                which,
+                json.dumps({k: v for k, v in r.items() if k != "per_user"}),
+                file=sys.stderr,
+                flush=True,
+            )
+    base = results.get("pointwise")
+    rows = []
+    for which, r in results.items():
+        value = _bootstrap(r["per_user"])
+        diff = ""
+        if base is not None and which != "pointwise":
+            d = _bootstrap(r["per_user"] - base["per_user"])
+            diff = f"{d[0]:+.4f} ({d[1]:+.4f} to {d[2]:+.4f})"
+        rows.append(
+            f"| {RUNS[which][0]} | {value[0]:.4f} ({value[1]:.4f}-{value[2]:.4f}) | "
+            f"{diff} | {r['library_ndcg']:.4f} | {r['wall_s']:.0f} |"
+        )
+    first = next(iter(results.values()))
+    body = (
+        f"MovieLens-100K, {first['test_users']} users: each user's last "
+        f"{CONFIG['test_share']:.0%} of ratings by time (at least "
+        f"{CONFIG['min_test']}) as a test list ({first['test_items']:,} rated movies "
+        f"in all), the earlier ones cut into {first['train_lists']:,} training lists "
+        f"of {CONFIG['list_size']} each epoch. The model and its settings: the "
+        f"module docstring (embedding {CONFIG['embedding_dim']}, Adam "
+        f"{CONFIG['learning_rate']}, {args.epochs} epochs, batches of "
+        f"{CONFIG['batch_lists']} lists; fixed beforehand). One run per row, seed "
+        f"{args.seed}, each in a fresh process (Keras 3 unless the row says Keras 2). "
+        f"{machine(loads)} NDCG@10 with gains 2^rating - 1; 95% intervals over "
+        "1,000 resamplings of the users; the last column is keras_attn's `NDCG(k=10)` "
+        "metric on the same scores (the same value: a check of the metric).\n\n"
+        "| loss | test NDCG@10 (95%) | minus the pointwise model's, paired 95% | "
+        "`keras_attn.metrics.NDCG(k=10)` | fit wall s |\n|---|---|---|---|---|\n"
+        + "\n".join(rows)
+    )
+    print(body)
+    if not args.no_write:
+        from benchmarks._results import write_section
+
+        write_section(
+            "bench_ranking",
+            body,
+            f"python -m benchmarks.bench_ranking --epochs {args.epochs} --seed "
+            f"{args.seed}",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

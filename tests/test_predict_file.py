@@ -1,0 +1,94 @@
+"""`keras-attn predict` never destroys data (issue 28, finding 4): kept columns are
+never written over, the input is never the output, and the output appears whole
+(a temporary file renamed at the end) or not at all."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from keras_attn.cli import main
+from keras_attn.features import infer_features
+from keras_attn.models import Task, build_ctr_model
+from keras_attn.serving import export, predict_file
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """An (untrained) CTR export whose task is named after its label column, as
+    the command line names them, and a file of rows with that label."""
+    tmp = tmp_path_factory.mktemp("predict")
+    rng = np.random.default_rng(0)
+    n = 40
+    df = pd.DataFrame(
+        {
+            "id": [f"r{i}" for i in range(n)],
+            "city": rng.choice(["a", "b"], n),
+            "age": rng.normal(40, 10, n).round(1),
+            "income": rng.integers(0, 2, n),
+        }
+    )
+    specs = infer_features(df, labels=["income"], exclude=["id"])
+    model = build_ctr_model(specs, [Task("income")], num_experts=2, embedding_dim=2)
+    path = export(model, tmp / "exp", features=specs)
+    data = tmp / "rows.csv"
+    df.to_csv(data, index=False)
+    return {"tmp": tmp, "path": path, "data": data, "df": df}
+
+
+def _predict(exported, output, *extra):
+    args = ["predict", "--model", str(exported["path"]), "--data"]
+    args += [str(exported["data"]), "--output", str(output), "--quiet"]
+    return main(args + list(extra))
+
+
+def test_a_kept_column_is_never_written_over(exported, capsys):
+    output = exported["tmp"] / "kept.csv"
+    output.write_text("precious\n")
+    assert _predict(exported, output, "--keep", "id", "income") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "`keep` columns ['income'] have the names of the export's outputs" in err
+    assert output.read_text() == "precious\n"  # nothing written
+    assert _predict(exported, output, "--keep", "id", "income", "--prefix", "p_") == 0
+    got = pd.read_csv(output)
+    assert list(got.columns) == ["id", "income", "p_income"]
+    assert got["income"].tolist() == exported["df"]["income"].tolist()  # the truth
+    assert got["p_income"].between(0, 1).all()
+
+
+def test_the_input_is_never_the_output(exported, capsys):
+    before = exported["data"].read_bytes()
+    assert _predict(exported, exported["data"]) == 2
+    assert "`output` must not be the input file" in capsys.readouterr().err
+    assert exported["data"].read_bytes() == before
+    # Another spelling of the same path.
+    same = exported["tmp"] / "." / exported["data"].name
+    with pytest.raises(ValueError, match="must not be the input file"):
+        predict_file(exported["path"], exported["data"], output=same, progress=False)
+    assert exported["data"].read_bytes() == before
+
+
+def test_a_failed_predict_leaves_the_old_output_whole(exported, capsys):
+    output = exported["tmp"] / "old.jsonl"
+    output.write_text('{"old": 1}\n')
+    bad = exported["tmp"] / "bad.csv"
+    rows = exported["df"].astype({"age": object})
+    rows.loc[30, "age"] = "old"  # after the first batch of 8 is written
+    rows.to_csv(bad, index=False)
+    args = ["predict", "--model", str(exported["path"]), "--data", str(bad)]
+    args += ["--output", str(output), "--batch-size", "8", "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv', line 32, column 'age'" in err
+    assert output.read_text() == '{"old": 1}\n'
+    assert sorted(p.name for p in output.parent.glob(".old.jsonl*")) == []
+
+
+def test_an_output_folder_that_does_not_exist_fails_before_reading(exported):
+    with pytest.raises(ValueError, match="must be in an existing folder"):
+        predict_file(
+            exported["path"],
+            exported["data"],
+            output=exported["tmp"] / "no" / "out.csv",
+            progress=False,
+        )
