@@ -1,44 +1,132 @@
-"""`python -m tests`: the whole suite under Keras 3, then under TF_USE_LEGACY_KERAS=1.
+"""`python -m tests`: the CI tier; `python -m tests --full`: the full tier.
 
-Extra arguments go to pytest (e.g. `python -m tests -m "not slow"`). Exits non-zero when
-either run fails, including pytest's exit 5 ("no tests collected").
+The CI tier (what `.ci/run` and the README's test command run) is the whole suite under
+Keras 3, then, under TF_USE_LEGACY_KERAS=1 (Keras 2), the tests that can differ between
+the generations: every test not marked `generation_neutral` (the marker says, in the
+test file, that what the test exercises is the same code under both generations),
+and every test marked `generation_specific` (the harness, `.keras` files, exports,
+Keras masks: what can differ, also inside a module marked neutral). Tests marked
+`full_tier` (the further cases of a multi-process path that a CI-tier test covers)
+run in the full tier only.
+The full tier runs everything under both generations: for a release, or a change to
+`keras_attn/backend.py` or other generation-specific code.
+
+`--coverage` adds a line-coverage report over `keras_attn/` (pytest-cov; both runs
+combined). Other arguments go to pytest (e.g. `python -m tests -m "not slow"`). Every
+test has a time bound (pytest-timeout, `timeout` in pyproject.toml), each run lists its
+slowest tests, and the end prints each run's wall time. Exits non-zero when either run
+fails, including pytest's exit 5 ("no tests collected").
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
+
+# The CI tier leaves out the further cases of a multi-process path (`full_tier`)...
+CI_TIER = "not full_tier"
+# ...and under Keras 2 runs what can differ between the generations.
+ONLY_DIFFERING = "not generation_neutral or generation_specific"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _marker_expression(pytest_args: list[str]) -> tuple[list[str], str | None]:
+    """Splits a `-m EXPR` (or `-mEXPR`, `-m=EXPR`) out of pytest's arguments."""
+    rest, expression = [], None
+    args = iter(pytest_args)
+    for arg in args:
+        if arg == "-m":
+            expression = next(args, None)
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            expression = arg[2:].lstrip("=")
+        else:
+            rest.append(arg)
+    return rest, expression
+
+
+def _runs(full: bool, pytest_args: list[str]) -> list[tuple[str, bool, list[str]]]:
+    """(label, legacy Keras, pytest arguments) of each run of the tier."""
+    rest, expression = _marker_expression(pytest_args)
+    if full:
+        keras3 = keras2 = rest + (["-m", expression] if expression else [])
+    else:
+        ci = [CI_TIER] + ([f"({expression})"] if expression else [])
+        keras3 = [*rest, "-m", " and ".join(ci)]
+        keras2 = [*rest, "-m", " and ".join([*ci, f"({ONLY_DIFFERING})"])]
+    return [
+        ("Keras 3", False, keras3),
+        ("Keras 2 (TF_USE_LEGACY_KERAS=1)", True, keras2),
+    ]
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the full tier: every test under both Keras generations",
+    )
+    parser.add_argument(
+        "--coverage",
+        action="store_true",
+        help="line coverage of keras_attn/ over both runs (pytest-cov)",
+    )
+    options, pytest_args = parser.parse_known_args(argv)
+    tier = "full tier" if options.full else "CI tier"
+    coverage_dir = tempfile.mkdtemp(prefix="keras_attn_coverage_")
     results = {}
-    for label, legacy in (
-        ("Keras 3", False),
-        ("Keras 2 (TF_USE_LEGACY_KERAS=1)", True),
-    ):
+    for label, legacy, args in _runs(options.full, pytest_args):
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
         if legacy:
             env["TF_USE_LEGACY_KERAS"] = "1"
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        print(f"==== test suite under {label} ====", flush=True)
-        # The 25 slowest tests are listed: what to trim when the suite grows past
-        # the 45-minute CI budget.
         command = [
             sys.executable,
             "-m",
             "pytest",
             "-n",
             "2",
+            # A module's tests on one worker: its module-scoped fixtures (exports,
+            # trained models, a strategy's subprocess) are made once, not per worker.
+            "--dist",
+            "loadfile",
             "-p",
             "no:cacheprovider",
+            # What to trim when the tier grows towards its 35-minute budget.
             "--durations=25",
         ]
-        results[label] = subprocess.call([*command, *argv], env=env)
-    for label, code in results.items():
+        if options.coverage:
+            env["COVERAGE_FILE"] = os.path.join(coverage_dir, f".coverage.{legacy:d}")
+            command += ["--cov=keras_attn", "--cov-report="]
+        print(f"==== {tier}: test suite under {label} ====", flush=True)
+        start = time.monotonic()
+        code = subprocess.call([*command, *args], env=env, cwd=ROOT)
+        results[label] = (code, time.monotonic() - start)
+    if options.coverage:
+        env = {**os.environ, "COVERAGE_FILE": os.path.join(coverage_dir, ".coverage")}
+        subprocess.call(
+            [sys.executable, "-m", "coverage", "combine", "--quiet", coverage_dir],
+            env=env,
+        )
+        print(f"==== {tier}: coverage of keras_attn/ (both runs) ====", flush=True)
+        subprocess.call(
+            [sys.executable, "-m", "coverage", "report", "--sort=cover"],
+            env=env,
+        )
+    total = sum(seconds for _, seconds in results.values())
+    for label, (code, seconds) in results.items():
         verdict = "passed" if code == 0 else f"FAILED (pytest exit {code})"
-        print(f"{label}: {verdict}")
-    return 0 if all(code == 0 for code in results.values()) else 1
+        print(f"{tier}, {label}: {verdict} in {seconds / 60:.1f} min")
+    print(f"{tier}: {total / 60:.1f} min of tests")
+    return 0 if all(code == 0 for code, _ in results.values()) else 1
 
 
 if __name__ == "__main__":

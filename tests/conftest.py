@@ -24,6 +24,16 @@ def shared_data(relative: str) -> Path:
     return path
 
 
+def pytest_runtest_setup(item):
+    # The harness refuses to run inside a test the CI tier runs under one generation.
+    from tests import harness
+
+    harness.ONE_GENERATION_ONLY = (
+        item.get_closest_marker("generation_neutral") is not None
+        and item.get_closest_marker("generation_specific") is None
+    )
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     keras.utils.set_random_seed(0)

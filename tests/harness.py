@@ -13,9 +13,13 @@ that neither keras, tf_keras nor keras_attn got imported) and gives the same out
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import json
 import os
+import re
+import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,22 +28,168 @@ import numpy as np
 
 from keras_attn.backend import export_saved_model, keras, tf
 
+# Set by tests/conftest.py before each test: True when the test is marked
+# `generation_neutral` and not `generation_specific`, so the CI tier runs it under
+# Keras 3 only.
+ONE_GENERATION_ONLY = False
 
-def run_isolated(script: str, *args, cwd) -> subprocess.CompletedProcess:
-    """Runs `python -c script *args` in a fresh process that cannot import this
-    checkout: no PYTHONPATH, and `cwd` (a temporary folder) instead of the repo root
-    as its first path entry; TensorFlow's logs off. Fails the calling test with the
-    process's stderr tail when it exits non-zero."""
+
+def require_both_generations(what: str) -> None:
+    """Fails a test marked generation-neutral that runs `what`: the layer harness and
+    exports are what differs between the Keras generations, so a test that runs them
+    must be marked `generation_specific` (python -m tests runs it under both)."""
+    assert not ONE_GENERATION_ONLY, (
+        f"{what} runs in a test marked generation_neutral: it checks what differs "
+        "between the Keras generations; mark the test @pytest.mark.generation_specific"
+    )
+
+
+def _isolated_env() -> dict:
+    """The environment of an isolated process: no PYTHONPATH (this checkout is not
+    importable from a temporary working folder), TensorFlow's logs off."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run(
-        [sys.executable, "-c", script, *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
+    return env
+
+
+# The child of `_IsolatedInterpreter`: it imports TensorFlow once, then runs each
+# script it is sent as `python -c script args` would (its own globals, `sys.argv`,
+# the working folder, stdout captured), and answers on its own pipe, so nothing the
+# script or TensorFlow prints can garble the answer.
+_INTERPRETER = r"""
+import contextlib, io, json, os, sys, traceback
+import tensorflow as tf
+answers, with_text = os.fdopen(int(sys.argv[1]), "w"), sys.argv[2] == "1"
+for line in sys.stdin:
+    request = json.loads(line)
+    os.chdir(request["cwd"])
+    sys.argv = ["-c", *request["args"]]
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code_object = compile(request["script"], "<isolated>", "exec")
+            exec(code_object, {"__name__": "__main__"})
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        stderr.write(traceback.format_exc())
+        code = 1
+    # No longer TensorFlow alone: this child ends, the next script gets a new one.
+    closing = "tensorflow_text" in sys.modules and not with_text
+    answers.write(json.dumps({
+        "returncode": code,
+        "stdout": stdout.getvalue(),
+        "stderr": stderr.getvalue(),
+        "closing": closing,
+    }) + "\n")
+    answers.flush()
+    if closing:
+        break
+"""
+
+
+class _IsolatedInterpreter:
+    """One long-lived child interpreter with TensorFlow imported, for the many
+    "reload this SavedModel with TensorFlow alone" checks: a fresh process per check
+    spent most of its time importing TensorFlow. Like a fresh process it cannot import
+    this checkout (no PYTHONPATH, a temporary working folder); each script still
+    asserts that loading its export imports neither keras nor keras_attn. Scripts
+    that import tensorflow_text (a line `import tensorflow_text`) get their own child
+    (`_interpreter`), and the other child ends once anything imported it, so an
+    export that needs the tf-text ops without importing them still fails."""
+
+    def __init__(self, with_text: bool):
+        self._answers, write = os.pipe()
+        self._folder = tempfile.mkdtemp(prefix="keras_attn_isolated_")
+        # What the child itself prints (TensorFlow's C++ logs, a crash): for the
+        # message when it gives no answer.
+        self._log = os.path.join(self._folder, "interpreter.log")
+        with open(self._log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _INTERPRETER, str(write), str(int(with_text))],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=log,
+                env=_isolated_env(),
+                cwd=self._folder,
+                pass_fds=(write,),
+                text=True,
+            )
+        os.close(write)
+        self._reader = os.fdopen(self._answers, "r")
+
+    def run(self, script: str, args: list[str], cwd, timeout: float) -> dict:
+        request = {"script": script, "args": args, "cwd": str(cwd)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self._reader], [], [], timeout)
+        line = self._reader.readline() if ready else ""
+        if not line:
+            with open(self._log, errors="replace") as log:
+                tail = log.read()[-3000:]
+            self.close()
+            raise AssertionError(
+                f"isolated interpreter gave no answer within {timeout:.0f} s "
+                f"(exit code {self.process.poll()}):\n{tail}"
+            )
+        answer = json.loads(line)
+        if answer["closing"]:
+            self.close()
+        return answer
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+        self._reader.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+_INTERPRETERS: dict[bool, _IsolatedInterpreter] = {}
+
+
+def _interpreter(script: str) -> _IsolatedInterpreter:
+    with_text = re.search(r"^import tensorflow_text\b", script, re.M) is not None
+    child = _INTERPRETERS.get(with_text)
+    if child is None or child.process.poll() is not None:
+        child = _INTERPRETERS[with_text] = _IsolatedInterpreter(with_text)
+    return child
+
+
+@atexit.register
+def _close_interpreters() -> None:
+    for child in _INTERPRETERS.values():
+        child.close()
+    _INTERPRETERS.clear()
+
+
+def run_isolated(
+    script: str, *args, cwd, fresh: bool = False, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """Runs `script` as `python -c script *args` would, in a process that cannot
+    import this checkout: no PYTHONPATH, and `cwd` (a temporary folder) instead of the
+    repo root as its first path entry; TensorFlow's logs off. By default the script
+    runs in a long-lived child interpreter that imports only TensorFlow (see
+    `_IsolatedInterpreter`); `fresh=True` starts a new process for it. Fails the
+    calling test with the script's stderr tail when it exits non-zero."""
+    args = [str(a) for a in args]
+    if fresh:
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            env=_isolated_env(),
+            cwd=cwd,
+            timeout=timeout,
+        )
+    else:
+        answer = _interpreter(script).run(script, args, cwd, timeout)
+        proc = subprocess.CompletedProcess(
+            ["-c", "<script>", *args],
+            answer["returncode"],
+            answer["stdout"],
+            answer["stderr"],
+        )
     assert proc.returncode == 0, f"isolated process failed:\n{proc.stderr[-3000:]}"
     return proc
 
@@ -218,6 +368,7 @@ def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
 
 
 def _check_saved_model(model, inputs, expected, atol, tmp, op_libraries=()):
+    require_both_generations("a SavedModel reload")
     export_dir = os.path.join(tmp, "export")
     export_saved_model(model, export_dir)
     in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
@@ -270,6 +421,7 @@ def run_layer_test(
         op_libraries: modules the SavedModel's reloading process imports for their
             ops, as a server links them (e.g. "tensorflow_text").
     """
+    require_both_generations("run_layer_test")
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
     expected = _flat_shapes(expected_output_shape)
 
@@ -392,4 +544,10 @@ def assert_masked_rows(
             )
 
 
-__all__ = ["POLICIES", "assert_mask_invariant", "assert_masked_rows", "run_layer_test"]
+__all__ = [
+    "POLICIES",
+    "assert_mask_invariant",
+    "assert_masked_rows",
+    "require_both_generations",
+    "run_layer_test",
+]

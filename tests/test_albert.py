@@ -10,7 +10,10 @@ from keras_attn.layers.transformer import (
 )
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
 
+
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_factorized_embedding_harness():
     ids = np.array([[1, 5, 0], [3, 2, 9]], "int32")
@@ -46,6 +49,7 @@ def test_factorized_embedding_validation():
         FactorizedEmbedding(vocabulary_size=5, embedding_dim=2, hidden_dim=2.5)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_shared_encoder_harness():
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")

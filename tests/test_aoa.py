@@ -7,6 +7,8 @@ import pytest
 from keras_attn.layers.aoa import AttentionOverAttention, DocumentAttention
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _softmax(x, mask, axis):
     x = np.where(mask, x, -np.inf)
@@ -39,6 +41,7 @@ def _data(seed=0):
     return doc, query, doc_mask, query_mask
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_aoa_harness():
     doc, query, doc_mask, query_mask = _data()
@@ -124,6 +127,7 @@ def _document_attention(doc, query, doc_mask, query_mask):
     return out
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_document_attention_harness():
     doc, query, doc_mask, query_mask = _data()

@@ -19,6 +19,8 @@ from keras_attn.text.cloze import (
 )
 from keras_attn.text.datasets import load_review_sample
 
+pytestmark = pytest.mark.generation_neutral
+
 STORY = [
     "Alice walked with her dog Rex to the river near the old mill.",
     "The river was cold, so Rex stayed on the bank and barked at ducks.",

@@ -1,10 +1,13 @@
 """build_aoa_reader: the Attention-over-Attention cloze reader."""
 
 import numpy as np
+import pytest
 
 from keras_attn.backend import keras, tf
 from keras_attn.layers import CandidateSum
 from keras_attn.models import build_aoa_reader
+
+pytestmark = pytest.mark.generation_neutral
 
 
 def _feeds(doc, query, cands):

@@ -9,6 +9,8 @@ from keras_attn.backend import keras
 from keras_attn.layers import Attention, ContextAttentionPooling
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 RNG = np.random.default_rng(3)
 Q = RNG.normal(size=(3, 4, 6)).astype("float32")
 V = RNG.normal(size=(3, 5, 6)).astype("float32")
@@ -64,6 +66,7 @@ def test_padded_values_change_nothing(seed, score):
     assert_mask_invariant(layer, inputs, "value", ~VALUE_MASK, seed=seed)
 
 
+@pytest.mark.generation_specific
 def test_mask_from_embedding_mask_zero_is_used():
     ids = keras.Input((5,), dtype="int32")
     q_in = keras.Input((4, 6))
@@ -79,6 +82,7 @@ def test_mask_from_embedding_mask_zero_is_used():
     assert not np.allclose(got[:2], unmasked[:2])
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_attention_harness():
     run_layer_test(
@@ -144,6 +148,7 @@ def test_context_pooling_padded_steps_change_nothing(seed):
     assert_mask_invariant(layer, inputs, "inputs", ~VALUE_MASK, seed=seed)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 @pytest.mark.parametrize(("value_transform", "weights"), [(None, 3), ("nonlinear", 5)])
 def test_context_pooling_harness(value_transform, weights):
@@ -199,6 +204,7 @@ def test_context_pooling_bad_arguments():
         ContextAttentionPooling(units=2)(V, mask=np.ones((3, 4), bool))
 
 
+@pytest.mark.generation_specific
 def test_context_pooling_passes_sentence_mask_in_a_functional_model():
     # (batch, sentences, words) ids -> Embedding(mask_zero) -> word pooling gives the
     # sentence mask, which the sentence-level pooling must then use.

@@ -9,6 +9,8 @@ from keras_attn.backend import keras
 from keras_attn.layers import InteractingLayer
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _fields(batch=4, fields=6, dim=5, seed=0):
     rng = np.random.default_rng(seed)
@@ -38,6 +40,7 @@ def _autoint_np(x, kernels, heads, att, use_residual, scaling):
     return np.maximum(out, 0), weights
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_with_scores():
     run_layer_test(
@@ -50,6 +53,7 @@ def test_harness_with_scores():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_scaled_no_residual_with_mask():
     mask = np.ones((8, 6), bool)
@@ -110,6 +114,7 @@ def test_mask_invariance_and_padded_fields():
     np.testing.assert_allclose(w[1, :, :3].sum(-1), 1.0, rtol=1e-5)
 
 
+@pytest.mark.generation_specific
 def test_stacks_in_a_functional_model():
     inputs = keras.Input((39, 16))
     h = InteractingLayer(num_heads=2, att_dim=8)(inputs)

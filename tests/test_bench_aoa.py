@@ -1,6 +1,10 @@
 """bench_aoa's split and comparisons (issue 16: BERT + AoA vs BERT + dot)."""
 
+import pytest
+
 from benchmarks.bench_aoa import _comparisons, _split
+
+pytestmark = pytest.mark.generation_neutral
 
 
 def test_validation_documents_come_from_the_training_part_only():

@@ -6,6 +6,8 @@ from sklearn.metrics import roc_auc_score
 
 from benchmarks._auc import auc_interval, delong, difference_interval
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _scores(n=600, seed=0):
     rng = np.random.default_rng(seed)

@@ -2,6 +2,7 @@
 and their bootstrap intervals, checked against values worked out by hand."""
 
 import numpy as np
+import pytest
 
 from benchmarks.bench_g2p import (
     bootstrap_intervals,
@@ -10,6 +11,8 @@ from benchmarks.bench_g2p import (
     split_words,
     word_errors,
 )
+
+pytestmark = pytest.mark.generation_neutral
 
 
 def test_edit_distance():

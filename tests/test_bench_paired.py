@@ -3,9 +3,12 @@
 import math
 
 import numpy as np
+import pytest
 from scipy.stats import binomtest
 
 from benchmarks.bench_text import paired_difference
+
+pytestmark = pytest.mark.generation_neutral
 
 
 def test_paired_difference_matches_the_formulas():

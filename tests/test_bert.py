@@ -7,6 +7,8 @@ from keras_attn.backend import keras, tf
 from keras_attn.models import bert_checkpoint_map, build_bert, load_bert_checkpoint
 from tests.test_transformer import _torch_encoder_layer
 
+pytestmark = pytest.mark.generation_neutral
+
 V, P, H, INTER, LAYERS, HEADS = 23, 10, 8, 16, 2, 2
 
 

@@ -28,6 +28,8 @@ from keras_attn.text.cloze import (
 from keras_attn.text.datasets import load_review_sample
 from tests.test_aoa import _aoa
 
+pytestmark = pytest.mark.generation_neutral
+
 PLACEHOLDER_ID = 2
 # Two questions of 6 positions: padding in the second; the placeholder twice in the
 # first query; candidate 9 occurs in neither document, candidate 0 pads.

@@ -26,6 +26,8 @@ from keras_attn.text.pretraining import (
     pretraining_dataset,
 )
 
+pytestmark = pytest.mark.generation_neutral
+
 V, MASK_ID, SPECIAL = 1000, 4, (1, 2, 3)  # [PAD]=0, [CLS]/[SEP]/[UNK]-like ids
 
 
@@ -469,6 +471,7 @@ def test_pretrainer_and_classifier_validation():
         compile_bert_pretrainer(build_bert_pretrainer(bert), nsp_weight=-1)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 @pytest.mark.parametrize("embedding_dim", [None, 8])
 def test_save_and_reload_keeps_the_tie(tmp_path, embedding_dim):
@@ -496,6 +499,7 @@ def test_save_and_reload_keeps_the_tie(tmp_path, embedding_dim):
     np.testing.assert_allclose(again(features)["probabilities"].numpy(), before, 1e-5)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_pretraining_lowers_mlm_loss_then_fine_tunes():
     texts, labels = load_review_sample()

@@ -6,6 +6,8 @@ import keras_attn
 import keras_attn.layers
 from keras_attn.cli import main
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def test_version(capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -75,6 +75,7 @@ def test_outputs_keyed_by_task_and_finite_on_bad_rows(kwargs):
         assert np.isfinite(v).all() and ((v > 0) & (v < 1)).all()
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 @pytest.mark.parametrize("gate", ["softmax", "attention"])
 def test_mmoe_learns_both_tasks(gate):

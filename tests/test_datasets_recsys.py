@@ -19,6 +19,8 @@ from keras_attn.datasets import (
 from keras_attn.datasets.criteo import CRITEO_COLUMNS
 from keras_attn.datasets.movielens import MOVIELENS_GENRES
 
+pytestmark = pytest.mark.generation_neutral
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # user, item, rating, time: user 1 rates items 11 and 12 in the same second, and

@@ -8,6 +8,8 @@ from keras_attn.backend import keras, tf
 from keras_attn.layers import AttentionSequencePooling, Dice, LocalActivationUnit
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 DIM, HIST = 6, 5
 
 
@@ -62,6 +64,7 @@ def _unit_np(unit, query, keys):
     return (h @ np.asarray(unit.output_kernel))[..., 0] + np.asarray(unit.output_bias)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_dice():
     run_layer_test(
@@ -74,6 +77,7 @@ def test_harness_dice():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_local_activation_unit():
     query, keys, _ = _data(batch=8)
@@ -87,6 +91,7 @@ def test_harness_local_activation_unit():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_local_activation_unit_outer_product():
     query, keys, mask = _data(batch=8)
@@ -100,6 +105,7 @@ def test_harness_local_activation_unit_outer_product():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 @pytest.mark.parametrize("weight_normalization", [False, True])
 def test_harness_attention_sequence_pooling(weight_normalization):
@@ -138,6 +144,7 @@ def test_dice_golden_training_and_inference():
     assert not np.allclose(train_out, infer_out)
 
 
+@pytest.mark.generation_specific
 def test_dice_statistics_are_saved(tmp_path):
     x = np.random.default_rng(0).normal(loc=5.0, size=(32, 4)).astype("float32")
     inputs = keras.Input((4,))
@@ -253,6 +260,7 @@ def test_empty_history_gives_zeros(policy, weight_normalization):
         assert np.any(out[0] != 0)
 
 
+@pytest.mark.generation_specific
 def test_mask_from_keys_embedding():
     ids = np.array([[3, 1, 0, 0], [0, 0, 0, 0]])
     embed = keras.layers.Embedding(5, DIM, mask_zero=True)

@@ -7,6 +7,8 @@ from keras_attn.backend import keras, tf
 from keras_attn.layers.multi_head import MultiHeadAttention, MultiHeadSelfAttention
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 D = 4
 
 
@@ -105,6 +107,7 @@ def test_local_and_global_agree(disagreement):
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_disagreement_harness():
     x = np.random.default_rng(4).normal(size=(2, 5, D)).astype("float32")

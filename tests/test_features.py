@@ -21,6 +21,8 @@ from keras_attn.features import (
 )
 from keras_attn.models import Task
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _frame():
     return pd.DataFrame(
@@ -337,6 +339,7 @@ def test_sequence_column_of_lists_is_joined():
     assert x["hist"].numpy().astype(str).tolist() == ["a|b", "c|d", ""]
 
 
+@pytest.mark.generation_specific
 def test_raw_strings_train_through_to_dataset():
     # Keras 3 refuses NumPy object arrays in fit; to_dataset is the path in both.
     spec = CategoricalFeature("city", vocabulary=["a", "b"])

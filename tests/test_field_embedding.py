@@ -7,6 +7,8 @@ from keras_attn.backend import keras, tf
 from keras_attn.layers import FieldEmbedding
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 VOCAB = [5, 7, 3]
 
 
@@ -15,6 +17,7 @@ def _ids(batch=8, seed=0):
     return np.stack([rng.integers(0, v, size=batch) for v in VOCAB], axis=1)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_separate_tables_with_numeric():
     rng = np.random.default_rng(1)
@@ -30,6 +33,7 @@ def test_harness_separate_tables_with_numeric():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_shared_table_categorical_only():
     run_layer_test(
@@ -118,6 +122,7 @@ def test_numeric_argument_checks():
         FieldEmbedding(VOCAB, embedding_dim=2)(np.zeros((2, 4), "int32"))
 
 
+@pytest.mark.generation_specific
 def test_mixed_precision_output_dtype():
     keras.mixed_precision.set_global_policy("mixed_float16")
     layer = FieldEmbedding(VOCAB, embedding_dim=2, num_numeric=1)

@@ -6,6 +6,8 @@ import pytest
 from keras_attn.layers.han import HierarchicalAttentionPooling
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 B, S, W, D = 3, 4, 5, 6
 
 
@@ -27,6 +29,7 @@ def _pool(x, mask, kernel, bias, context):
     return (weights[..., None] * x).sum(-2), weights
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_han_harness():
     x, mask = _data()

@@ -36,6 +36,7 @@ PARTS = {
     "keras_attn._ranking": "base",
     "keras_attn.losses": "base",
     "keras_attn.metrics": "base",
+    "keras_attn.optimizers": "base",
     "keras_attn.text": "text",
     "keras_attn.layers": "layers",
     "keras_attn.features": "features",

@@ -7,6 +7,8 @@ from keras_attn.backend import tf
 from keras_attn.layers.multi_head import MultiHeadAttention, MultiHeadSelfAttention
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _band(n, w, causal=False):
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
@@ -110,6 +112,7 @@ def test_local_mask_invariance_and_fully_masked_rows():
     np.testing.assert_allclose(weights.numpy()[:, :, 2:].sum(-1), 1.0, atol=1e-6)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_local_attention_harness():
     x = np.random.default_rng(4).normal(size=(2, 7, 8)).astype("float32")

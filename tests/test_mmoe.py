@@ -9,6 +9,8 @@ from keras_attn.backend import keras
 from keras_attn.layers import PLE, MMoE
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 TASKS = ["income", "marital"]
 
 
@@ -26,6 +28,7 @@ def _np(v):
     return np.asarray(v)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_softmax_gate_with_gate_weights():
     run_layer_test(
@@ -41,6 +44,7 @@ def test_harness_softmax_gate_with_gate_weights():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_attention_gate():
     run_layer_test(
@@ -60,6 +64,7 @@ def test_harness_attention_gate():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_harness_custom_expert_layer():
     run_layer_test(
@@ -193,6 +198,7 @@ def test_experts_start_different():
     assert not np.allclose(_np(custom.experts[0].kernel), _np(custom.experts[1].kernel))
 
 
+@pytest.mark.generation_specific
 def test_custom_expert_config_round_trip():
     layer = MMoE(["a", "b"], num_experts=2, expert=keras.layers.Dense(3, name="e"))
     config = layer.get_config()
@@ -278,6 +284,7 @@ def test_golden_ple(gate, score):
     assert gates["b"].shape == (4, 3)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 @pytest.mark.parametrize("gate", ["softmax", "attention"])
 def test_harness_ple(gate):

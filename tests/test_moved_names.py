@@ -9,6 +9,9 @@ import pytest
 
 from keras_attn import _deprecation
 
+# Imports and warnings: the same code under both generations.
+pytestmark = pytest.mark.generation_neutral
+
 #: (old module, name, new module): the names issue 29 moved.
 MOVED = [
     *[

@@ -10,6 +10,8 @@ from keras_attn.backend import keras
 from keras_attn.layers import MultiHeadAttention, MultiHeadSelfAttention
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 RNG = np.random.default_rng(11)
 Q = RNG.normal(size=(3, 4, 8)).astype("float32")
 V = RNG.normal(size=(3, 6, 8)).astype("float32")
@@ -22,6 +24,7 @@ def _copy_from_keras(ours, theirs):
     ours.set_weights(ref)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -50,6 +53,7 @@ def test_same_output_as_keras_multi_head_attention(kwargs):
     np.testing.assert_allclose(got_w.numpy(), expected_w.numpy(), atol=1e-5)
 
 
+@pytest.mark.generation_specific
 def test_same_output_as_keras_with_causal_mask():
     x = RNG.normal(size=(2, 5, 8)).astype("float32")
     ref = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
@@ -117,6 +121,7 @@ def test_padded_positions_change_nothing(seed):
     assert_mask_invariant(layer, inputs, "inputs", ~VALUE_MASK, seed=seed)
 
 
+@pytest.mark.generation_specific
 def test_self_attention_reads_the_keras_mask():
     ids = keras.Input((6,), dtype="int32")
     embedding = keras.layers.Embedding(20, 8, mask_zero=True)
@@ -127,6 +132,7 @@ def test_self_attention_reads_the_keras_mask():
     np.testing.assert_allclose(model(tokens).numpy(), explicit, atol=1e-6)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_multi_head_attention_harness():
     run_layer_test(
@@ -139,6 +145,7 @@ def test_multi_head_attention_harness():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_multi_head_self_attention_harness():
     run_layer_test(

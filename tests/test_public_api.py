@@ -4,6 +4,10 @@ import importlib
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.generation_neutral
+
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 # The public packages; `__all__` of each is its API.
@@ -14,6 +18,7 @@ PACKAGES = (
     "keras_attn.features",
     "keras_attn.models",
     "keras_attn.text",
+    "keras_attn.optimizers",
     "keras_attn.serving",
     "keras_attn.datasets",
     "keras_attn.distribute",

@@ -11,6 +11,8 @@ from keras_attn.cli.quickstart import SENTENCES
 from keras_attn.datasets import load_census_sample
 from keras_attn.serving import read_features_json
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def test_help_lists_the_ctr_commands(capsys):
     with pytest.raises(SystemExit):

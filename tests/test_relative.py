@@ -7,6 +7,8 @@ from keras_attn.backend import tf
 from keras_attn.layers.relative import RelativeMultiHeadAttention, rel_shift
 from tests.harness import assert_mask_invariant, run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 D, H, K = 8, 2, 4
 
 
@@ -129,6 +131,7 @@ def test_masks_invariance_and_fully_masked_rows():
     assert np.all(np.isfinite(empty.numpy()))
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_relative_harness():
     rng = np.random.default_rng(6)

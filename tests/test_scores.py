@@ -6,6 +6,8 @@ import pytest
 from keras_attn.layers import SCORES, AttentionScore
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 RNG = np.random.default_rng(7)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K = RNG.normal(size=(2, 5, 4)).astype("float32")
@@ -64,6 +66,7 @@ def test_location_covers_shorter_keys_and_rejects_longer():
         layer(Q, np.zeros((2, 7, 4), "float32"))
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "score,weights", [("scaled_dot", 0), ("additive", 4), ("general", 1)]

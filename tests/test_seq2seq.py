@@ -13,6 +13,8 @@ from keras_attn.layers import AttentionDecoder, BahdanauAttention, LuongAttentio
 from tests.harness import assert_mask_invariant, run_layer_test
 from tests.tf_only import call_in_tensorflow_only_process
 
+pytestmark = pytest.mark.generation_neutral
+
 RNG = np.random.default_rng(16)
 STATE = RNG.normal(size=(3, 8)).astype("float32")  # one decoder state per row
 STATES = RNG.normal(size=(3, 2, 8)).astype("float32")  # two queries per row
@@ -518,6 +520,7 @@ def test_decoder_bad_arguments():
 # The harness and the exported decoder ---------------------------------------------
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_bahdanau_attention_harness():
     run_layer_test(
@@ -529,6 +532,7 @@ def test_bahdanau_attention_harness():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_luong_attention_harness():
     run_layer_test(
@@ -540,6 +544,7 @@ def test_luong_attention_harness():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "kwargs,num_weights,saved_model",
@@ -587,6 +592,7 @@ class _DecodeModule(tf.Module):
         )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_exported_decoder_decodes_in_a_tensorflow_only_process():
     decoder = AttentionDecoder(VOCAB, 8, attention="bahdanau", cell="lstm")

@@ -33,6 +33,7 @@ def _run(quiet, env_level=None):
     )
 
 
+@pytest.mark.generation_neutral
 @pytest.mark.slow
 def test_start_up_lines_are_dropped_and_python_stderr_kept():
     quiet = _run("None")
@@ -45,6 +46,7 @@ def test_start_up_lines_are_dropped_and_python_stderr_kept():
     assert any(n in loud.stderr for n in NATIVE), loud.stderr
 
 
+@pytest.mark.generation_neutral
 def test_quiet_stderr_restores_the_descriptor_after_an_error(capfd):
     with pytest.raises(RuntimeError, match="inside"):
         with quiet_stderr():

@@ -18,6 +18,8 @@ from keras_attn.text import Tokenizer
 from tests.harness import run_isolated
 from tests.test_text_serving import _RELOAD, QUERIES, TF_TEXT_OPS, _graph_ops
 
+pytestmark = pytest.mark.generation_neutral
+
 #: One word a document, each a whole WordPiece of bert-base-uncased: a word of a
 #: document carved off for early stopping is in no other document.
 MARKERS = (
@@ -167,6 +169,7 @@ def test_given_validation_texts_are_never_pretrained_on(monkeypatch):
     assert clf.settings["pretraining"]["batches_per_pass"] is None
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_bert_export_takes_raw_strings_and_reloads_with_tf_text_only(carved, tmp_path):
     clf = carved[0]

@@ -10,6 +10,8 @@ from keras_attn.backend import tf
 from keras_attn.cli import main
 from keras_attn.cli.train import read_text_file
 
+pytestmark = pytest.mark.generation_neutral
+
 ROWS = [
     ("A wonderful film. Loved it!", "pos"),
     ("Dull, far too long. Hated it.", "neg"),

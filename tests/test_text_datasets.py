@@ -13,6 +13,8 @@ from keras_attn.text.datasets import (
 )
 from tests.conftest import shared_data
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def test_review_polarity_dev():
     texts, labels = load_review_polarity(

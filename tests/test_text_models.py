@@ -13,6 +13,8 @@ from keras_attn.models.text import (
     han_attention_model,
 )
 
+pytestmark = pytest.mark.generation_neutral
+
 SMALL_HAN = {"embedding_dim": 8, "units": 4, "attention_units": 6}
 SMALL_TRANSFORMER = {"hidden_dim": 8, "num_heads": 2, "intermediate_dim": 16}
 
@@ -56,6 +58,7 @@ def test_han_attention_weights():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_han_trains_and_reloads(tmp_path):
     model = compile_text_classifier(
@@ -161,6 +164,7 @@ def test_transformer_sharing_and_factorized_embedding():
     assert factorized(_ids((2, 6)))["probabilities"].shape == (2, 2)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_transformer_trains_and_reloads(tmp_path):
     model = compile_text_classifier(

@@ -124,7 +124,9 @@ def _models(kind):
             intermediate_dim=16,
             pooling="cls",
         )
-    return _train(model, tokenizer), tokenizer
+    # One kind is trained first (an export after `fit`, optimizer state and all);
+    # for the others the weights as built are as good a test of the export.
+    return (_train(model, tokenizer) if kind == "transformer" else model), tokenizer
 
 
 @pytest.mark.slow

@@ -19,6 +19,8 @@ from keras_attn.text import (
 )
 from keras_attn.text.datasets import load_review_sample
 
+pytestmark = pytest.mark.generation_neutral
+
 TEXTS = [
     "Héllo WORLD, it's a naïve café!",
     "The unaffable hotel was great. Really?",

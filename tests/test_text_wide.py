@@ -25,6 +25,8 @@ from keras_attn.text import HashedNgrams, SentenceTokenizer, build_vocabulary
 from tests.harness import run_isolated
 from tests.test_text_serving import _RELOAD, QUERIES, TRAIN
 
+pytestmark = pytest.mark.generation_neutral
+
 # Plain ASCII with sentence ends and punctuation: the Python rule below applies.
 DOCS = [
     "Not good at all. Very bad film!",
@@ -127,6 +129,7 @@ def test_ngram_dropout_only_while_training():
     assert dropped.min() < 10 and 3 < dropped.mean() < 7
 
 
+@pytest.mark.generation_specific
 def test_configs_round_trip():
     hashing = HashedNgrams(num_buckets=50, ngram_widths=[1, 3], max_ngrams=7)
     again = HashedNgrams.from_config(hashing.get_config())
@@ -208,6 +211,7 @@ def test_wide_classifiers_add_the_wide_logits_to_the_deep_ones():
     assert out["probabilities"].shape == (2, 3)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_wide_export_takes_raw_strings_and_reloads_in_tensorflow_text_only(tmp_path):
     model, tokenizer = _tiny_han({"num_buckets": 256, "max_ngrams": 24})
@@ -235,6 +239,7 @@ def test_wide_export_takes_raw_strings_and_reloads_in_tensorflow_text_only(tmp_p
     np.testing.assert_allclose(report["probabilities"], expected, atol=1e-5)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_wide_model_saves_and_loads_as_keras_file(tmp_path):
     model, _ = _tiny_han({"num_buckets": 32, "max_ngrams": 8})

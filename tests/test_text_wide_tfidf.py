@@ -21,6 +21,8 @@ from keras_attn.models.text_classifier import (
 from keras_attn.text import HashedNgrams
 from tests.test_text_wide import _tiny_han
 
+pytestmark = pytest.mark.generation_neutral
+
 DOCS = [
     "Not good at all. Very bad film! Bad, bad, bad.",
     "A fine, fine cast?! The end",
@@ -95,12 +97,10 @@ def _numpy_nb_ratios(ids, labels, units, num_buckets, alpha):
     seen = sorted(set().union(*sets))
     ratio = np.zeros((num_buckets + 1, units))
     for k in range(units):
-        p = {
-            g: alpha + sum(g in d for d, y in zip(sets, labels) if y == k) for g in seen
-        }
-        q = {
-            g: alpha + sum(g in d for d, y in zip(sets, labels) if y != k) for g in seen
-        }
+        inside = [d for d, y in zip(sets, labels) if y == k]
+        outside = [d for d, y in zip(sets, labels) if y != k]
+        p = {g: alpha + sum(g in d for d in inside) for g in seen}
+        q = {g: alpha + sum(g in d for d in outside) for g in seen}
         p_sum, q_sum = sum(p.values()), sum(q.values())
         for g in seen:
             ratio[g, k] = np.log((p[g] / p_sum) / (q[g] / q_sum))
@@ -199,6 +199,7 @@ def test_adapt_errors_name_the_problem():
         NgramLinear(2, idf="yes")
 
 
+@pytest.mark.generation_specific
 def test_tfidf_config_round_trips_with_its_regularizer():
     layer = NgramLinear(
         3,

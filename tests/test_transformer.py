@@ -10,6 +10,8 @@ import pytest
 from keras_attn.layers.transformer import FeedForward, TransformerEncoderBlock
 from tests.harness import run_layer_test
 
+pytestmark = pytest.mark.generation_neutral
+
 erf = np.vectorize(math.erf)
 
 D, H, FF = 8, 2, 16
@@ -81,6 +83,7 @@ def _torch_encoder_layer(
     return _ln(x + ff_block(x), g2, be2, eps)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_encoder_block_harness():
     rng = np.random.default_rng(0)
@@ -95,6 +98,7 @@ def test_encoder_block_harness():
     )
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_encoder_block_harness_pre_ln_gelu():
     x = np.random.default_rng(1).normal(size=(2, 4, D)).astype("float32")
@@ -247,6 +251,7 @@ def test_feedforward_golden(activation):
         assert np.abs(other - expected).max() > 1e-4
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_feedforward_harness():
     x = np.random.default_rng(8).normal(size=(2, 3, D)).astype("float32")

@@ -30,6 +30,8 @@ from keras_attn.layers import (
 from keras_attn.models import Task, TextClassifier, build_ctr_model, fit_text_classifier
 from keras_attn.models.ctr import fit_ctr_model
 
+pytestmark = pytest.mark.generation_neutral
+
 
 def _ones(*shape):
     return np.ones(shape, "float32")

@@ -13,14 +13,12 @@ import tempfile
 
 import numpy as np
 
-from tests.harness import run_isolated
+from tests.harness import require_both_generations, run_isolated
 
 _SCRIPT = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
-if sys.argv[5] == "tf_text":
-    import tensorflow_text  # registers the tokenizer ops
 def _keras_modules():
     return {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
 baseline = _keras_modules()
@@ -45,18 +43,13 @@ def call_in_tensorflow_only_process(
 ) -> dict:
     """Returns the signature's outputs as NumPy arrays, computed in a child process
     (which imports tensorflow-text too with `tf_text`, for exports that tokenize)."""
+    require_both_generations("a SavedModel reload")
     with tempfile.TemporaryDirectory() as tmp:
         in_path, out_path = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
         np.savez(in_path, **{k: np.asarray(v) for k, v in feeds.items()})
-        proc = run_isolated(
-            _SCRIPT,
-            export_dir,
-            signature,
-            in_path,
-            out_path,
-            "tf_text" if tf_text else "tf",
-            cwd=tmp,
-        )
+        # Registers the tokenizer ops before the graph is loaded.
+        script = ("import tensorflow_text\n" if tf_text else "") + _SCRIPT
+        proc = run_isolated(script, export_dir, signature, in_path, out_path, cwd=tmp)
         report = json.loads(proc.stdout.strip().splitlines()[-1])
         assert report["forbidden_modules"] == [], report
         with np.load(out_path, allow_pickle=False) as data:

@@ -165,6 +165,9 @@ class TransformerEncoderBlock(Layer):
         kernel_initializer: initializer of every kernel. Defaults to
             "glorot_uniform".
         bias_initializer: initializer of every bias. Defaults to "zeros".
+        intermediate_dropout: float. Dropout after the feed-forward activation;
+            None is `dropout` (PyTorch's layer), 0.0 none (BERT's, Google's and
+            Hugging Face's layer). Defaults to None.
 
     Call arguments:
         inputs: `(batch, seq_len, dim)`.
@@ -203,12 +206,16 @@ class TransformerEncoderBlock(Layer):
         layer_norm_epsilon: float = 1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        intermediate_dropout: float | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
         check_positive_int("intermediate_dim", intermediate_dim)
         check_rate("dropout", dropout)
+        if intermediate_dropout is not None:
+            check_rate("intermediate_dropout", intermediate_dropout)
+        self.intermediate_dropout = intermediate_dropout
         check_choice("activation", activation, ACTIVATIONS)
         check_finite(
             "layer_norm_epsilon", layer_norm_epsilon, minimum=0, exclusive_minimum=True
@@ -259,7 +266,9 @@ class TransformerEncoderBlock(Layer):
         self.feedforward = FeedForward(
             intermediate_dim=self.intermediate_dim,
             activation=self.activation,
-            dropout=self.dropout,
+            dropout=self.dropout
+            if self.intermediate_dropout is None
+            else self.intermediate_dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -345,6 +354,7 @@ class TransformerEncoderBlock(Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "intermediate_dropout": self.intermediate_dropout,
         }
         return {**super().get_config(), **config}
 

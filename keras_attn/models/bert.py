@@ -67,7 +67,9 @@ class BertBackbone(FunctionalModel):
         type_vocabulary_size: int. Number of segment ids. Defaults to 2.
         embedding_dim: int. Factorized token-embedding width, or None.
         share_layers: bool. ALBERT cross-layer sharing. Defaults to False.
-        dropout: float. Dropout everywhere. Defaults to 0.1.
+        dropout: float. Dropout of the embeddings, the attention weights and each
+            sublayer's output (none after the feed-forward activation: BERT has
+            none there). Defaults to 0.1.
         layer_norm_epsilon: float. Defaults to 1e-12 (BERT's).
         activation: str. Feed-forward activation: "gelu_approximate" (Google's
             tanh form), "gelu" (exact) or "relu". Defaults to "gelu_approximate".
@@ -153,7 +155,9 @@ class BertBackbone(FunctionalModel):
         width = embedding_dim if project_all else hidden_dim
 
         # Layers
-        blocks = encoder_blocks(arguments)
+        # BERT (Google's and Hugging Face's) has no dropout after the feed-forward
+        # activation: the checkpoints were trained, and are fine-tuned, without it.
+        blocks = encoder_blocks(arguments, intermediate_dropout=0.0)
         parts = Parts(
             token_mask=TokenMask(name="token_mask"),
             token_embedding=token_embedding(

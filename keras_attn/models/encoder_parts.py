@@ -30,7 +30,7 @@ def token_embedding(vocabulary_size: int, hidden_dim: int, embedding_dim=None):
     )
 
 
-def encoder_blocks(settings: dict) -> list:
+def encoder_blocks(settings: dict, intermediate_dropout: float | None = None) -> list:
     """The distinct `TransformerEncoderBlock`s of an encoder's `settings` (its
     constructor's arguments): `num_layers` of them, or one with `share_layers`.
 
@@ -38,6 +38,8 @@ def encoder_blocks(settings: dict) -> list:
     `intermediate_dim` (None: `4 * hidden_dim`), `dropout`, `activation` and
     `layer_norm_epsilon` (1e-5 when absent); block `i` is named
     `transformer_layer_{i}` (the roles of Google's BERT checkpoint).
+    `intermediate_dropout` goes to each block (None: `dropout`, PyTorch's layout;
+    0.0: BERT's, which has no dropout after the feed-forward activation).
     """
     for name in ("num_layers", "hidden_dim", "num_heads"):
         check_positive_int(name, settings[name])
@@ -55,6 +57,7 @@ def encoder_blocks(settings: dict) -> list:
             dropout=settings["dropout"],
             activation=settings["activation"],
             layer_norm_epsilon=settings.get("layer_norm_epsilon", 1e-5),
+            intermediate_dropout=intermediate_dropout,
             name=f"transformer_layer_{index}",
         )
         for index in range(1 if share else settings["num_layers"])

@@ -23,7 +23,7 @@ from keras_attn._publish import (
     place_version,
     version_problem,
 )
-from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.backend import tf, write_saved_model
 from keras_attn.features.specs import features_to_json
 from keras_attn.models.text import build_text_serving_model
 from keras_attn.models.text_classifier import TextClassifier
@@ -219,19 +219,7 @@ def export(
     tmp = new_temp_folder(base)
     try:
         out = tmp / "model"
-        if KERAS_3:
-            archive = keras.export.ExportArchive()
-            archive.track(model)
-            for name, fn in endpoints.items():
-                archive.add_endpoint(name, fn, input_signature=[signature])
-            archive.write_out(str(out), verbose=False)
-        else:
-            signatures = {
-                name: tf.function(fn, input_signature=[signature])
-                for name, fn in endpoints.items()
-            }
-            signatures = {n: f.get_concrete_function() for n, f in signatures.items()}
-            tf.saved_model.save(model, str(out), signatures=signatures)
+        write_saved_model(model, str(out), endpoints, [signature])
         if features is not None:
             extra = out / "assets.extra"
             extra.mkdir(exist_ok=True)
