@@ -228,9 +228,12 @@ def main(argv=None):
             "median step after the first; `first step` includes tracing (and XLA "
             "compilation).\n\n" + table
         )
-        command = "python -m benchmarks.bench_finetune " + " ".join(
-            argv or sys.argv[1:]
-        )
+        # The worker's Python is a machine path: not written into RESULTS.md.
+        given = list(argv or sys.argv[1:])
+        if "--torch-python" in given:
+            index = given.index("--torch-python")
+            del given[index : index + 2]
+        command = "python -m benchmarks.bench_finetune " + " ".join(given)
         write_section(SECTION, body, command)
 
 
