@@ -12,6 +12,7 @@ string kernel).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -20,12 +21,15 @@ from collections.abc import Callable
 from keras_attn.backend import KERAS_3, keras, tf
 
 __all__ = [
+    "EpochFeed",
     "EpochTimer",
     "WarmUp",
+    "build_training_state",
     "check_static_input",
     "completed_epochs",
     "distribute_dataset",
     "epoch_batches",
+    "feed_epochs",
     "fit_callbacks",
     "numbers_only",
     "steps_per_execution",
@@ -162,6 +166,45 @@ def steps_per_execution(
     return k
 
 
+_safe_steps = steps_per_execution
+
+
+def _epoch_order(epoch, num_rows, batch_size, shuffle, seed, drop_remainder):
+    """The row indices of epoch `epoch`, one dataset element per batch.
+
+    A batch is a slice of the epoch's permutation (`stateless_shuffle` of the rows
+    with the seed `(seed, epoch)`): one element per batch, where `.batch` over
+    the permuted rows moved each row through the pipeline on its own (on the
+    census fit, a few ms of the two cores per step)."""
+    rows = tf.range(num_rows, dtype=tf.int64)
+    if shuffle:
+        rows = tf.random.experimental.stateless_shuffle(
+            rows, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+        )
+    full = num_rows // batch_size
+    batches = tf.data.Dataset.from_tensor_slices(
+        tf.reshape(rows[: full * batch_size], [full, batch_size])
+    )
+    if not drop_remainder and num_rows % batch_size:
+        last = tf.data.Dataset.from_tensors(rows[full * batch_size :])
+        # (None,) for both: the last batch is smaller.
+        batches = batches.map(_plain(lambda b: tf.reshape(b, [-1]))).concatenate(last)
+    return batches
+
+
+# The pipelines' functions hold no Python control flow: converting them with
+# AutoGraph took 0.7 s of a census fit (under load).
+_plain = tf.autograph.experimental.do_not_convert
+
+
+def _gathered(indices: tf.data.Dataset, tensors) -> tf.data.Dataset:
+    ds = indices.map(
+        _plain(lambda i: tf.nest.map_structure(lambda t: tf.gather(t, i), tensors)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
 def epoch_batches(
     tensors,
     num_rows: int,
@@ -192,23 +235,147 @@ def epoch_batches(
         A `tf.data.Dataset` of batches of `tensors`.
     """
     seed = 0 if seed is None else int(seed)
-
-    def order(epoch):
-        rows = tf.range(num_rows, dtype=tf.int64)
-        if shuffle:
-            rows = tf.random.experimental.stateless_shuffle(
-                rows, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+    order = tf.data.Dataset.range(start_epoch, 2**62).flat_map(
+        _plain(
+            lambda e: _epoch_order(
+                e, num_rows, batch_size, shuffle, seed, drop_remainder
             )
-        return tf.data.Dataset.from_tensor_slices(rows).batch(
-            batch_size, drop_remainder=drop_remainder
+        )
+    )
+    return _gathered(order, tensors)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochFeed:
+    """The arguments of `fit` for in-memory rows, from `feed_epochs`."""
+
+    #: The training input: a dataset, or a distributed one.
+    dataset: object
+    #: `fit`'s `steps_per_epoch` (None: the dataset holds one epoch).
+    steps_per_epoch: int | None
+    #: For `compile`.
+    steps_per_execution: int
+    #: Callbacks the feed needs (to add to the user's).
+    callbacks: list
+
+
+class _EpochFeed(keras.callbacks.Callback):
+    """Sets the epoch whose batches the next iterator of the dataset gives.
+
+    Keras 3 creates an epoch's iterator after `on_epoch_begin`."""
+
+    def __init__(self, epoch: tf.Variable):
+        super().__init__()
+        self._epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch.assign(epoch)
+
+
+def feed_epochs(
+    tensors,
+    num_rows: int,
+    batch_size: int,
+    strategy,
+    steps_per_execution: int,
+    shuffle: bool = True,
+    seed: int | None = None,
+    start_epoch: int = 0,
+    replicated_input: Callable | None = None,
+) -> EpochFeed:
+    """In-memory rows as `fit`'s input: the batches of `epoch_batches` (full ones
+    only), with `steps_per_execution` kept whatever the number of steps.
+
+    Keras 3 runs an execution to its end on an endless dataset, so on one of
+    those an epoch can only take a divisor of its steps per execution (census:
+    109 steps, a prime, took 1 step per call, and each call cost the Python of
+    `fit` on top of the step). Under Keras 3 on one replica the dataset is
+    therefore one epoch long: an execution stops where the epoch's batches end,
+    and the epoch it gives is set by a callback at each `on_epoch_begin` (the
+    same batches as `epoch_batches`, so a resumed run keeps its order). tf_keras
+    cuts the last execution of an epoch short itself: there, and under several
+    replicas, the dataset is `epoch_batches`, distributed by `distribute_dataset`.
+
+    Args:
+        tensors: nested structure of tensors with `num_rows` rows each.
+        num_rows: int. Rows of each tensor.
+        batch_size: int. The global batch.
+        strategy: the model's `tf.distribute.Strategy`.
+        steps_per_execution: int. The requested training steps per call.
+        shuffle: bool. Defaults to True.
+        seed: int. Defaults to 0 when None.
+        start_epoch: int. The first epoch (a resumed run's). Defaults to 0.
+        replicated_input: optional function applied to each pipeline's dataset
+            under several replicas (e.g. `numbers_only`).
+
+    Returns:
+        An `EpochFeed`.
+    """
+    steps = num_rows // batch_size
+    seed = 0 if seed is None else int(seed)
+    if KERAS_3 and strategy.num_replicas_in_sync == 1:
+        # Outside any strategy scope: a host-side counter, not a model variable.
+        with tf.init_scope():
+            epoch = tf.Variable(start_epoch, dtype=tf.int64, trainable=False)
+        order = tf.data.Dataset.from_tensors(0).flat_map(
+            _plain(
+                lambda _: _epoch_order(
+                    epoch.read_value(), num_rows, batch_size, shuffle, seed, True
+                )
+            )
+        )
+        # Known length: Keras counts the epoch's steps from it.
+        order = order.apply(tf.data.experimental.assert_cardinality(steps))
+        return EpochFeed(
+            _gathered(order, tensors),
+            None,
+            max(1, min(int(steps_per_execution), steps)),
+            [_EpochFeed(epoch)],
         )
 
-    ds = tf.data.Dataset.range(start_epoch, 2**62).flat_map(order)
-    ds = ds.map(
-        lambda i: tf.nest.map_structure(lambda t: tf.gather(t, i), tensors),
-        num_parallel_calls=tf.data.AUTOTUNE,
+    def dataset_fn(size, context):
+        ds = epoch_batches(
+            tensors, num_rows, size, shuffle, seed, start_epoch=start_epoch
+        )
+        if strategy.num_replicas_in_sync > 1 and replicated_input is not None:
+            ds = replicated_input(ds)
+        return ds
+
+    return EpochFeed(
+        distribute_dataset(strategy, dataset_fn, batch_size),
+        steps,
+        # (The argument hides the module's function of that name.)
+        _safe_steps(strategy, steps_per_execution, steps if KERAS_3 else None),
+        [],
     )
-    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def build_training_state(model, y) -> None:
+    """Creates a compiled model's optimizer slots and its loss and metric trackers
+    before `fit` traces the first step.
+
+    Without a strategy Keras creates them while tracing that step, and a
+    `tf.function` that creates variables is traced twice (once to lift their
+    initializers out): on the census MMoE the second trace was a quarter of the
+    first epoch. The trackers are built by one eager evaluation on the labels
+    `y` of a batch standing in for the predictions (`fit` resets them). A model
+    under a `tf.distribute` strategy is left to Keras (Keras 3 builds it
+    symbolically first; its metrics' variables take no eager update outside a
+    replica).
+
+    Args:
+        model: a compiled Keras model.
+        y: the labels of one batch, in the structure of the model's outputs.
+    """
+    strategy = model.distribute_strategy
+    with strategy.scope():
+        if tf.distribute.has_strategy():
+            return
+        optimizer = model.optimizer
+        if optimizer is not None and not getattr(optimizer, "built", True):
+            optimizer.build(model.trainable_variables)
+        model.compute_loss(y=y, y_pred=y)
+        model.compute_metrics(None, y, y, sample_weight=None)
 
 
 _EPOCHS_FILE = "keras_attn_epochs.json"

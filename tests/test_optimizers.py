@@ -1,10 +1,11 @@
-"""FusedAdamW: the update of keras.optimizers.AdamW, one fused kernel per variable."""
+"""FusedAdam and FusedAdamW: the updates of keras.optimizers.Adam and AdamW, one
+fused kernel per variable."""
 
 import numpy as np
 import pytest
 
 from keras_attn.backend import KERAS_3, keras, tf
-from keras_attn.optimizers import FusedAdamW
+from keras_attn.optimizers import FusedAdam, FusedAdamW
 
 
 def _train(optimizer, steps=5, compiled=True):
@@ -46,6 +47,16 @@ def test_fused_update_is_keras_adamw(compiled):
         np.testing.assert_allclose(g, e, atol=1e-5)
     # The weights moved: the comparison is not between two untouched models.
     assert not np.allclose(got[-1], _train(FusedAdamW(**settings), steps=0)[-1])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fused_update_is_keras_adam(compiled):
+    settings = dict(learning_rate=0.05, beta_2=0.99)
+    expected = _train(keras.optimizers.Adam(**settings), compiled=compiled)
+    got = _train(FusedAdam(**settings), compiled=compiled)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, atol=1e-5)
+    assert not np.allclose(got[-1], _train(FusedAdam(**settings), steps=0)[-1])
 
 
 @pytest.mark.skipif(not KERAS_3, reason="Keras 3's update is what is fused")

@@ -4,6 +4,7 @@ DataFrame/CSV -> tf.data."""
 from keras_attn.features.dataset import (
     check_label_classes,
     count_rows,
+    frame_tensors,
     label_columns,
     to_dataset,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "features_from_json",
     "features_to_json",
     "fit_features",
+    "frame_tensors",
     "infer_features",
     "input_name",
     "is_input_name",

