@@ -81,6 +81,7 @@ for line in sys.stdin:
         "stdout": stdout.getvalue(),
         "stderr": stderr.getvalue(),
         "closing": closing,
+        "id": request["id"],
     }) + "\n")
     answers.flush()
     if closing:
@@ -99,6 +100,7 @@ class _IsolatedInterpreter:
     export that needs the tf-text ops without importing them still fails."""
 
     def __init__(self, with_text: bool):
+        self._requests = 0
         self._answers, write = os.pipe()
         self._folder = tempfile.mkdtemp(prefix="keras_attn_isolated_")
         # What the child itself prints (TensorFlow's C++ logs, a crash): for the
@@ -119,11 +121,19 @@ class _IsolatedInterpreter:
         self._reader = os.fdopen(self._answers, "r")
 
     def run(self, script: str, args: list[str], cwd, timeout: float) -> dict:
+        self._requests += 1
         request = {"script": script, "args": args, "cwd": str(cwd)}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        ready, _, _ = select.select([self._reader], [], [], timeout)
-        line = self._reader.readline() if ready else ""
+        request["id"] = self._requests
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            ready, _, _ = select.select([self._reader], [], [], timeout)
+            line = self._reader.readline() if ready else ""
+        except BaseException:
+            # Interrupted (pytest-timeout, Ctrl-C): the child may still answer this
+            # request later, and that answer must never reach the next caller.
+            self.close()
+            raise
         if not line:
             with open(self._log, errors="replace") as log:
                 tail = log.read()[-3000:]
@@ -133,8 +143,9 @@ class _IsolatedInterpreter:
                 f"(exit code {self.process.poll()}):\n{tail}"
             )
         answer = json.loads(line)
-        if answer["closing"]:
+        if answer["closing"] or answer["id"] != request["id"]:
             self.close()
+        assert answer["id"] == request["id"], (answer["id"], request["id"])
         return answer
 
     def close(self) -> None:

@@ -66,6 +66,25 @@ def test_a_child_that_imported_tensorflow_text_unasked_is_not_used_again(tmp_pat
     assert after["pid"] != before
 
 
+def test_an_interrupted_request_never_answers_the_next_one(tmp_path, monkeypatch):
+    import select
+
+    from tests import harness
+
+    first = _report(_REPORT, "first", cwd=tmp_path)["pid"]
+
+    def interrupted(*args):  # what pytest-timeout's alarm does mid-wait
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(select, "select", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_isolated("import time; time.sleep(2); print('late')", cwd=tmp_path)
+    monkeypatch.undo()
+    assert harness._INTERPRETERS[False].process.poll() is not None  # killed
+    after = _report(_REPORT, "second", cwd=tmp_path)
+    assert after["argv"] == ["second"] and after["pid"] != first
+
+
 def test_a_hang_fails_with_the_time_bound(tmp_path):
     with pytest.raises(AssertionError, match="no answer within 1 s"):
         run_isolated("import time; time.sleep(30)", cwd=tmp_path, timeout=1)

@@ -44,7 +44,9 @@ from keras_attn.text import (
 )
 from tests.harness import run_isolated
 
-pytestmark = pytest.mark.slow
+# The module fixture makes three exports (explain signatures, warm-up records) and
+# serves them: more than the 300 s default on a slow day under tf_keras.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 # The TensorFlow-only side: TensorFlow, tensorflow-text (the text exports' ops) and
 # the tensorflow-serving-api protos; neither Keras nor keras_attn.
