@@ -734,11 +734,16 @@ def test_predict_writes_jsonl_to_stdout_for_a_text_export(served, capsys):
     assert all(line["label"] in NAMES for line in lines)
 
 
-def test_predict_refuses_what_it_cannot_read(served, tmp_path):
+def test_predict_refuses_what_it_cannot_read(served, tmp_path, capsys):
+    # The CLI turns an input error into one line on stderr and exit status 2;
+    # --debug raises it with its traceback.
+    argv = ["predict", "--model", str(served["ctr_path"]), "--data", "x.parquet"]
+    assert main(argv) == 2
+    assert "`--data` must be a .csv or .jsonl" in capsys.readouterr().err
     with pytest.raises(ValueError, match="`--data` must be a .csv or .jsonl"):
-        main(["predict", "--model", str(served["ctr_path"]), "--data", "x.parquet"])
-    with pytest.raises(ValueError, match="`--model` must be an export's version"):
-        main(["predict", "--model", str(tmp_path), "--data", "x.csv"])
+        main(argv + ["--debug"])
+    assert main(["predict", "--model", str(tmp_path), "--data", "x.csv"]) == 2
+    assert "`--model` must be an export's version" in capsys.readouterr().err
 
 
 def test_inspect_tells_signatures_specs_ops_and_the_tf_serving_floor(served, capsys):
