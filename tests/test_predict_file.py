@@ -2,6 +2,9 @@
 never written over, the input is never the output, and the output appears whole
 (a temporary file renamed at the end) or not at all."""
 
+import os
+import stat
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -92,3 +95,18 @@ def test_an_output_folder_that_does_not_exist_fails_before_reading(exported):
             output=exported["tmp"] / "no" / "out.csv",
             progress=False,
         )
+
+
+def test_the_output_gets_the_mode_of_a_file_the_user_writes(exported):
+    # The temporary file is private (0600); a server or a colleague reading the
+    # predictions must not lose access because they were written whole.
+    umask = os.umask(0o022)
+    try:
+        new = exported["tmp"] / "new.jsonl"
+        predict_file(exported["path"], exported["data"], output=new, progress=False)
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        new.chmod(0o640)
+        predict_file(exported["path"], exported["data"], output=new, progress=False)
+        assert stat.S_IMODE(new.stat().st_mode) == 0o640  # an old output's mode
+    finally:
+        os.umask(umask)

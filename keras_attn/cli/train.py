@@ -171,7 +171,8 @@ def train_ctr(args: argparse.Namespace) -> int:
     if args.validation:
         validation = _files(args, args.validation)
         with argument("--validation", args.validation):
-            count_rows(validation, tasks, specs)
+            if not count_rows(validation, tasks, specs):
+                raise ValueError("a header and no records: nothing to validate on")
     if renamed:
         print(f"Serving input names for columns: {renamed}")
     kwargs = dict(

@@ -41,6 +41,7 @@ from keras_attn.features.preprocessing import (
     build_preprocessing,
     raw_input_spec,
 )
+from keras_attn.features.reader import csv_files
 from keras_attn.features.specs import features_from_json, features_to_json
 from keras_attn.layers import (
     PLE,
@@ -1078,6 +1079,16 @@ def fit_ctr_model(
         raise ValueError(
             "`data` must hold at least one full batch of `batch_size` rows. "
             f"Received: {rows} rows, batch_size={batch_size}"
+        )
+    if validation_data is not None and not count_rows(validation_data, tasks, features):
+        # Named here: to_dataset would call it `data`.
+        shown = (
+            "an empty DataFrame"
+            if isinstance(validation_data, pd.DataFrame)
+            else f"CSV file(s) {csv_files(validation_data).paths} with a header only"
+        )
+        raise ValueError(
+            f"`validation_data` must have at least one row. Received: {shown}"
         )
     strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
     with strategy.scope():

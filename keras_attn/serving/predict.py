@@ -118,6 +118,17 @@ def _output_names(serve, prefix: str, flat: bool) -> dict:
     return names
 
 
+def _file_mode(path: Path) -> int:
+    """The permissions of the file at `path`, or those a new file gets (0666
+    less the umask)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def _check_paths(data: Path, output: Path | None) -> None:
     if output is None:
         return
@@ -282,6 +293,9 @@ def predict_file(
         if output is not None:
             handle.close()
             if done:
+                # mkstemp makes the file private (0600): give it the mode the old
+                # output had, or the one open() would give a new file.
+                os.chmod(handle.name, _file_mode(output))
                 os.replace(handle.name, output)  # the whole output, at once
             else:
                 os.unlink(handle.name)
