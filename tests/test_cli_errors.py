@@ -116,6 +116,28 @@ def test_the_export_target_is_checked_before_training(
     (tmp_path / "file").write_text("x")
     assert _train(tmp_path, data, "--export", tmp_path / "file") == 2
     assert "is a file" in _error(capsys)
+    assert _train(tmp_path, data, "--export", tmp_path / "file" / "m") == 2
+    assert "is under the file" in _error(capsys)  # not "no write permission"
+
+
+@pytest.mark.generation_neutral
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--backup-dir", "file"], r"`--backup-dir` must be a folder.*is a file"),
+        (["--checkpoint-dir", "file/c"], r"`--checkpoint-dir` .*under the file"),
+        (["--labels", "click,click"], r"--labels click,click: names \['click'\] more"),
+    ],
+)
+def test_folders_and_labels_are_checked_before_training(
+    tmp_path, capsys, data, monkeypatch, extra, match
+):
+    # --backup-dir naming a file failed after the first epoch, without its name.
+    _no_training(monkeypatch)
+    (tmp_path / "file").write_text("x")
+    extra = [str(tmp_path / e) if "file" in e else e for e in extra]
+    assert _train(tmp_path, data, *extra) == 2
+    assert re.search(match, _error(capsys))
 
 
 def test_awkward_column_names_are_renamed_for_serving(tmp_path, capsys):

@@ -242,3 +242,6 @@ def test_fit_ctr_model_refuses_too_little_data_before_training(tmp_path):
         fit_ctr_model(model, whole, batch_size=16, validation_data=empty)
     with pytest.raises(ValueError, match=r"`validation_data` .*an empty DataFrame"):
         fit_ctr_model(model, df, batch_size=16, validation_data=df.iloc[:0])
+    # A folder written after the first epoch, with a file in the way: before it.
+    with pytest.raises(ValueError, match=r"`backup_dir` must be a folder.*is a file"):
+        fit_ctr_model(model, whole, batch_size=16, backup_dir=whole)

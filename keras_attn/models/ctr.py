@@ -31,6 +31,7 @@ from keras_attn._validation import (
     check_bool,
     check_choice,
     check_finite,
+    check_folder,
     check_int,
     check_positive_int,
 )
@@ -1071,6 +1072,13 @@ def fit_ctr_model(
     check_positive_int("epochs", epochs)
     if mixed_precision is not None:
         check_mixed_precision(mixed_precision)
+    # Written after the first epoch: a file in the way fails now, not then.
+    for name, folder in (
+        ("backup_dir", backup_dir),
+        ("checkpoint_dir", checkpoint_dir),
+    ):
+        if folder is not None:
+            check_folder(name, folder)
     # CSV files are read once here: their records counted, their labels checked
     # (to_dataset reuses the pass), before any training.
     rows = count_rows(data, tasks, features)
