@@ -15,9 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from keras_attn._cells import is_missing, read_number
 from keras_attn.backend import tf
 from keras_attn.features.reader import CSVFiles, iter_csv_frames
-from keras_attn.features.specs import features_from_json
+from keras_attn.features.specs import CellError, features_from_json
 from keras_attn.serving.export import read_features_json, resolve_export
 from keras_attn.serving.requests import signature_dtypes, to_arrays
 
@@ -66,6 +67,34 @@ def _jsonl_chunks(data: Path, batch_size: int):
     finally:
         handle.close()
         raw.close()
+
+
+def _read_numbers(chunk, dtypes: dict, specified) -> None:
+    """The text cells of a CSV chunk as numbers, in place, for the numeric inputs
+    that no feature spec reads (an export made without `features`): as pandas
+    types a column of numbers; other text is an error naming file, line and
+    column."""
+    import pandas as pd
+
+    for name, dtype in dtypes.items():
+        if name in specified or dtype == "string" or name not in chunk.columns:
+            continue
+        cells = chunk[name]
+        numbers = [None if is_missing(v) else read_number(v) for v in cells]
+        for i, (cell, number) in enumerate(zip(cells, numbers)):
+            if number is None and not is_missing(cell):
+                raise CellError(
+                    f"Input {name!r} takes {dtype} numbers",
+                    name,
+                    cells.index[i],
+                    cell,
+                    source=chunk.attrs.get("source"),
+                )
+        chunk[name] = pd.Series(
+            [float("nan") if n is None else n for n in numbers],
+            index=cells.index,
+            dtype=object,
+        )
 
 
 def _scalar(value):
@@ -272,6 +301,8 @@ def predict_file(
                 raise ValueError(
                     f"`--keep` names columns that are not in the data: {missing}"
                 )
+            if suffix == ".csv":
+                _read_numbers(chunk, dtypes, by_name)
             arrays = to_arrays(chunk, dtypes, features)
             outputs = serve(**{k: tf.constant(v) for k, v in arrays.items()})
             outputs = {f"{prefix}{k}": v.numpy() for k, v in outputs.items()}
