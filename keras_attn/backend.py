@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import logging
 import os
 
 import tensorflow as tf
@@ -49,6 +50,7 @@ __all__ = [
     "mask_fill_value",
     "mask_nonzero",
     "masked_softmax",
+    "quiet_save",
     "register",
     "scale_loss",
     "tf",
@@ -231,11 +233,10 @@ def write_saved_model(model, filepath: str, endpoints: dict, input_signature) ->
     archive.track(model)
     for name, fn in endpoints.items():
         archive.add_endpoint(name, fn, input_signature=input_signature)
-    if KERAS_3:
-        archive.write_out(filepath, verbose=False)
-    else:
-        # tf_keras prints the endpoints on every export and has no switch for it.
-        with contextlib.redirect_stdout(io.StringIO()):
+    with quiet_save():
+        if KERAS_3:
+            archive.write_out(filepath, verbose=False)
+        else:
             archive.write_out(filepath)
 
 
@@ -245,12 +246,28 @@ def export_saved_model(model, filepath: str) -> None:
     The result loads with `tf.saved_model.load` in a process that imports neither Keras
     nor keras_attn (TF Serving reads the same files).
     """
-    if KERAS_3:
-        model.export(filepath, format="tf_saved_model", verbose=False)
-    else:
-        # tf_keras prints the endpoints on every export and has no switch for it.
-        with contextlib.redirect_stdout(io.StringIO()):
+    with quiet_save():
+        if KERAS_3:
+            model.export(filepath, format="tf_saved_model", verbose=False)
+        else:
             model.export(filepath)
+
+
+@contextlib.contextmanager
+def quiet_save():
+    """Silences what a SavedModel write says besides errors: tf_keras prints the
+    endpoints on every export (no switch for it), and TensorFlow logs
+    `INFO:tensorflow:Assets written to: <temporary folder>` wherever INFO shows (a
+    notebook) and warns of untraced functions: an export says its final path and
+    nothing else (the caller reports it)."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(max(level, logging.ERROR))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def scale_loss(optimizer, loss):

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from keras_attn import distribute, training
-from keras_attn._deprecation import warn_deprecated
+from keras_attn._deprecation import deprecated_argument, warn_deprecated
 from keras_attn._validation import (
     check_bool,
     check_choice,
@@ -246,7 +246,7 @@ class CTRModel(FunctionalModel):
             Defaults to False.
         interaction: a layer or list of layers mapping the fields `(batch, fields,
             embedding_dim)` to `(batch, fields, dim)`, applied in turn, e.g.
-            `[InteractingLayer(num_heads=2, att_dim=8)]` (AutoInt) or
+            `[InteractingLayer(num_heads=2, key_dim=8)]` (AutoInt) or
             `[FeatureCross(num_layers=2)]` (DCN-v2, crossing the flat fields).
             Defaults to none.
         sequence_pooling: dict `{sequence feature: layer}` of the layers pooling a
@@ -587,7 +587,7 @@ def build_ctr_model(
     tower_units: Sequence[int] = (32,),
     interacting_layers: int = 0,
     num_heads: int = 2,
-    att_dim: int = 8,
+    key_dim: int | None = None,
     use_residual: bool = True,
     cross_layers: int = 0,
     cross_projection_dim: int | None = None,
@@ -600,6 +600,7 @@ def build_ctr_model(
     embeddings_regularizer=None,
     name: str = "ctr",
     mixed_precision: str = "float32",
+    **deprecated,
 ) -> CTRModel:
     """A `CTRModel` from flat arguments: the common cases in one call.
 
@@ -636,7 +637,8 @@ def build_ctr_model(
         tower_units: list of int. Each task's tower. Defaults to (32,).
         interacting_layers: int. AutoInt interacting layers. Defaults to 0.
         num_heads: int. Heads of each interacting layer. Defaults to 2.
-        att_dim: int. Size of each head. Defaults to 8.
+        key_dim: int. Size of each head (`att_dim` before; the old spelling
+            warns). Defaults to 8.
         use_residual: bool. Residual projection in the interacting layers.
         cross_layers: int. DCN-v2 cross layers (one `FeatureCross`) on the
             flat fields, after the interacting layers. Defaults to 0.
@@ -676,6 +678,13 @@ def build_ctr_model(
     >>> sorted(model.output_names), type(model.multitask).__name__
     (['buy', 'click'], 'MMoE')
     """
+    key_dim = deprecated_argument(
+        deprecated, "att_dim", "key_dim", key_dim, "build_ctr_model"
+    )
+    if deprecated:
+        raise TypeError(
+            f"build_ctr_model() got unexpected keyword arguments: {sorted(deprecated)}"
+        )
     check_mixed_precision(mixed_precision)
     with policy_scope(mixed_precision):
         tasks = as_tasks(tasks)
@@ -690,7 +699,7 @@ def build_ctr_model(
         interaction = [
             InteractingLayer(
                 num_heads=num_heads,
-                att_dim=att_dim,
+                key_dim=8 if key_dim is None else key_dim,
                 use_residual=use_residual,
                 name=f"interacting_{i}",
             )
