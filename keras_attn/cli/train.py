@@ -60,6 +60,17 @@ def add_distribute_arguments(parser) -> None:
     )
 
 
+def _check_folders(args) -> None:
+    """--backup-dir and --checkpoint-dir, written after the first epoch, checked
+    before training."""
+    from keras_attn._validation import check_folder
+
+    for flag in ("--backup-dir", "--checkpoint-dir"):
+        folder = getattr(args, flag[2:].replace("-", "_"))
+        if folder is not None:
+            check_folder(flag, folder)
+
+
 def _split(text):
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
@@ -133,6 +144,10 @@ def train_ctr(args: argparse.Namespace) -> int:
     labels = _split(args.labels)
     if not labels:
         raise UsageError("--labels: give at least one label column, e.g. click,buy")
+    twice = sorted({c for c in labels if labels.count(c) > 1})
+    if twice:
+        raise UsageError(f"--labels {args.labels}: names {twice} more than once")
+    _check_folders(args)
     positives = _positives(args, labels)
     files = _files(args, args.data)
     with argument("--data", args.data):
@@ -171,7 +186,8 @@ def train_ctr(args: argparse.Namespace) -> int:
     if args.validation:
         validation = _files(args, args.validation)
         with argument("--validation", args.validation):
-            count_rows(validation, tasks, specs)
+            if not count_rows(validation, tasks, specs):
+                raise ValueError("a header and no records: nothing to validate on")
     if renamed:
         print(f"Serving input names for columns: {renamed}")
     kwargs = dict(
@@ -298,6 +314,13 @@ def read_text_file(
                         )
                 text = row[text_column]
                 if isinstance(text, list):
+                    if not all(isinstance(t, (str, int, float)) for t in text):
+                        # str(None) would put the word "None" in the document.
+                        raise ValueError(
+                            f"JSON-lines file {str(path)!r}, line {number}: "
+                            f"{text_column!r} must be a text or a list of "
+                            f"sentences (strings). Received: {text!r:.200}"
+                        )
                     text = " ".join(str(t) for t in text)
                 texts.append(text)
                 labels.append(row[label_column])
@@ -365,6 +388,7 @@ def train_text(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--text-column and --label-column name one column: {args.text_column!r}"
         )
+    _check_folders(args)
     with argument("--data", args.data):
         texts, labels = read_text_file(
             args.data, args.text_column, args.label_column, encoding=args.encoding

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from keras_attn import distribute, training
-from keras_attn._validation import check_choice, check_int
+from keras_attn._validation import check_choice, check_folder, check_int
 from keras_attn.backend import keras, tf
 from keras_attn.models.bert import BertBackbone, BertClassifier
 from keras_attn.models.bert_preprocessor import BertPreprocessor
@@ -474,6 +474,13 @@ def fit_text_classifier(
     check_mixed_precision(mixed_precision)
     check_int("pretrain_epochs", pretrain_epochs, minimum=0)
     check_int("pretrain_steps", pretrain_steps, minimum=1, allow_none=True)
+    # Written after pretraining and the wide part: a file in the way fails now.
+    for name, folder in (
+        ("backup_dir", backup_dir),
+        ("checkpoint_dir", checkpoint_dir),
+    ):
+        if folder is not None:
+            check_folder(name, folder)
     if pretrain_epochs and model != "bert":
         raise ValueError(
             "`pretrain_epochs` needs model='bert' (it pretrains the BERT encoder). "
