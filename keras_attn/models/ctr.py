@@ -31,6 +31,7 @@ from keras_attn._validation import (
     check_bool,
     check_choice,
     check_finite,
+    check_folder,
     check_int,
     check_positive_int,
 )
@@ -41,6 +42,7 @@ from keras_attn.features.preprocessing import (
     build_preprocessing,
     raw_input_spec,
 )
+from keras_attn.features.reader import csv_files
 from keras_attn.features.specs import features_from_json, features_to_json
 from keras_attn.layers import (
     PLE,
@@ -1079,6 +1081,13 @@ def fit_ctr_model(
     check_positive_int("epochs", epochs)
     if mixed_precision is not None:
         check_mixed_precision(mixed_precision)
+    # Written after the first epoch: a file in the way fails now, not then.
+    for name, folder in (
+        ("backup_dir", backup_dir),
+        ("checkpoint_dir", checkpoint_dir),
+    ):
+        if folder is not None:
+            check_folder(name, folder)
     # CSV files are read once here: their records counted, their labels checked
     # (to_dataset reuses the pass), before any training.
     rows = count_rows(data, tasks, features)
@@ -1087,6 +1096,16 @@ def fit_ctr_model(
         raise ValueError(
             "`data` must hold at least one full batch of `batch_size` rows. "
             f"Received: {rows} rows, batch_size={batch_size}"
+        )
+    if validation_data is not None and not count_rows(validation_data, tasks, features):
+        # Named here: to_dataset would call it `data`.
+        shown = (
+            "an empty DataFrame"
+            if isinstance(validation_data, pd.DataFrame)
+            else f"CSV file(s) {csv_files(validation_data).paths} with a header only"
+        )
+        raise ValueError(
+            f"`validation_data` must have at least one row. Received: {shown}"
         )
     strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
     with strategy.scope():
