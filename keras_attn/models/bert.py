@@ -18,10 +18,15 @@ from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.bert_weights import assign_weights, google_bert_layout
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,
+    apply_head,
     head_layers,
     head_outputs,
 )
-from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
+from keras_attn.models.encoder_parts import (
+    cls_explain_model,
+    encoder_blocks,
+    token_embedding,
+)
 from keras_attn.models.hf_checkpoint import HFCheckpoint, save_folder
 
 FACTORIZE = ("token", "all")
@@ -374,6 +379,40 @@ class BertClassifier(FunctionalModel):
             CLASSIFIER_SETTINGS,
             **kwargs,
         )
+
+    def explain_model(self):
+        """A model (sharing the weights) from the same inputs to
+        `{"probabilities", "cls_attention": (batch, num_heads, sequence_length)}`:
+        how `[CLS]` attends over the tokens in the backbone's last layer (needs a
+        block per layer). What the export's `explain` signature returns, and what to
+        plot. Inference only: the head's dropout is left out."""
+        backbone = self.backbone
+        # The backbone's pooled output and the last block's [CLS] attention, from
+        # tensors of the backbone's own graph (a nested model's insides are not
+        # tensors of this one's).
+        encoder = cls_explain_model(
+            backbone,
+            backbone.transformer_layers,
+            backbone.share_layers,
+            backbone.inputs,
+            backbone.token_mask.output,
+            {"pooled_output": backbone.pooler.output},
+        )
+        inputs = self.deep_inputs()
+        ngram_ids = None
+        if self.wide is not None:
+            ngram_ids = keras.Input(
+                shape=(self.wide.max_ngrams,), dtype="int32", name="ngram_ids"
+            )
+            inputs["ngram_ids"] = ngram_ids
+        out = encoder(
+            {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
+        )
+        outputs = {
+            "probabilities": apply_head(self, out["pooled_output"], ngram_ids),
+            "cls_attention": out["cls_attention"],
+        }
+        return keras.Model(inputs, outputs, name=f"{self.name}_explain")
 
     @staticmethod
     def _deep_inputs(backbone) -> dict:

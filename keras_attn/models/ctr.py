@@ -53,7 +53,7 @@ from keras_attn.layers import (
     MMoE,
 )
 from keras_attn.layers.din import INTERACTIONS
-from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.models.base import FunctionalModel, Parts, output_tensors
 from keras_attn.optimizers import FusedAdam
 from keras_attn.precision import (
     check_mixed_precision,
@@ -535,6 +535,38 @@ class CTRModel(FunctionalModel):
             self._graph["inputs"], self._graph["gates"], name=f"{self.name}_gates"
         )
 
+    def explain_model(self):
+        """A model (sharing the weights) from the same raw inputs to the task
+        outputs and what explains them: `{task}_gate_weights` `(batch, num_experts)`
+        for each task of an `MMoE` or `PLE` block (rows summing to 1), and
+        `field_attention_{i}` `(batch, num_heads, fields, fields)` for each
+        `InteractingLayer`. What the export's `explain` signature returns, and what
+        to plot."""
+        graph = self._graph
+        explained = {
+            f"{task}_gate_weights": gates
+            for task, gates in (graph["gates"] or {}).items()
+        }
+        interacting = [
+            (layer, fields)
+            for layer, fields in zip(self.interaction, graph["interaction_inputs"])
+            if isinstance(layer, InteractingLayer)
+        ]
+        for i, (layer, fields) in enumerate(interacting):
+            # The layer once more on its input in the graph, for its weights:
+            # (batch, heads, fields, fields).
+            explained[f"field_attention_{i}"] = _FieldAttention(layer)(fields)
+        if not explained:
+            raise ValueError(
+                f"Model {self.name!r} has neither MMoE/PLE gates nor interacting "
+                "layers: there is nothing for an explain model or signature to return"
+            )
+        return keras.Model(
+            graph["inputs"],
+            {**output_tensors(self), **explained},
+            name=f"{self.name}_explain",
+        )
+
     def get_config(self):
         initializer, regularizer = self._embeddings
         return {
@@ -552,6 +584,23 @@ class CTRModel(FunctionalModel):
                 else keras.regularizers.serialize(regularizer)
             ),
         }
+
+
+class _FieldAttention(keras.layers.Layer):
+    """An `InteractingLayer`'s attention weights as a layer of their own, for an
+    explain model: Keras 3's functional graph expects every call of a layer to
+    give the structure of its first (the output alone)."""
+
+    def __init__(self, interacting, **kwargs):
+        super().__init__(name=f"{interacting.name}_weights", **kwargs)
+        self.interacting = interacting
+
+    def call(self, fields):
+        return self.interacting(fields, return_attention_scores=True)[1]
+
+    def compute_output_shape(self, input_shape):
+        fields = input_shape[1]
+        return (input_shape[0], self.interacting.num_heads, fields, fields)
 
 
 def _listed(tasks) -> list:
