@@ -119,17 +119,19 @@ def test_an_export_without_feature_specs_reads_numbers_from_a_csv(tmp_path):
     x = keras.Input(shape=(), dtype="float32", name="x")
     k = keras.Input(shape=(), dtype="int64", name="k")
     s = keras.Input(shape=(), dtype="string", name="s")
-    both = keras.layers.Concatenate()(
-        [keras.layers.Reshape((1,))(x), keras.layers.Reshape((1,))(k)]
-    )
-    model = keras.Model({"x": x, "k": k, "s": s}, {"y": both})
+    outputs = {
+        "out_x": keras.layers.Reshape((1,), name="out_x")(x),
+        "out_k": keras.layers.Reshape((1,), name="out_k")(k),
+    }
+    model = keras.Model({"x": x, "k": k, "s": s}, outputs)
     path = export(model, tmp_path / "exp")
     data = tmp_path / "d.csv"
     data.write_text("x,k,s\n1.5,2,a\nNA,3.0,NA\n-2e1, 04 ,\n")
     predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)
-    rows = pd.read_json(tmp_path / "o.jsonl", lines=True)["y"].tolist()
-    assert rows[0] == [1.5, 2.0] and rows[2] == [-20.0, 4.0]
-    assert pd.isna(rows[1][0]) and rows[1][1] == 3.0  # NaN, as the float input takes it
+    got = pd.read_json(tmp_path / "o.jsonl", lines=True)
+    assert got["out_k"].tolist() == [2, 3, 4]
+    assert got["out_x"][[0, 2]].tolist() == [1.5, -20.0]
+    assert pd.isna(got["out_x"][1])  # "NA": missing, as the float input takes it
     data.write_text("x,k,s\n1.5,2,a\n1,two,b\n")
     with pytest.raises(ValueError, match=r"d\.csv', line 3, column 'k'"):
         predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)
