@@ -366,6 +366,7 @@ def train_text(args: argparse.Namespace) -> int:
             f"--text-column and --label-column name one column: {args.text_column!r}"
         )
     _check_folders(args)
+    _files(args, args.data)  # the --encoding name, for a JSON-lines file too
     with argument("--data", args.data):
         texts, labels = read_text_file(
             args.data, args.text_column, args.label_column, encoding=args.encoding
