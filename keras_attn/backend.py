@@ -41,6 +41,7 @@ KERAS_3 = not USE_LEGACY_KERAS
 __all__ = [
     "KERAS_3",
     "Layer",
+    "ReplicaBuild",
     "USE_LEGACY_KERAS",
     "as_bool_mask",
     "clone_initializer",
@@ -57,6 +58,42 @@ __all__ = [
     "unscale_gradients",
     "write_saved_model",
 ]
+
+
+class ReplicaBuild:
+    """Mixin of keras_attn's models (before `keras.Model` in the bases): `fit` and
+    `evaluate` under a tf.distribute strategy build from one replica's first batch.
+
+    Keras 3.15 builds a model's metrics and optimizer under a strategy from the
+    first distributed batch averaged over the replicas (`strategy.reduce("MEAN")` in
+    `_maybe_symbolic_build`): raw strings (a CTR row, a document) fail there with
+    "Value for attr 'T' of string is not in the list of allowed values ... AddN",
+    and so would boolean masks. The build needs only the batch's structure, dtypes
+    and shapes, which one replica's part has. tf_keras builds otherwise: nothing
+    changes there.
+    """
+
+    if KERAS_3:
+
+        def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+            if iterator is not None and self._distribute_strategy is not None:
+                local = self._distribute_strategy.experimental_local_results
+                # Keras' epoch iterator yields (first step, last step, iterator);
+                # the batch is consumed as Keras' own build consumes it.
+                for _, _, it in iterator:
+                    data_batch = tf.nest.map_structure(
+                        lambda v: (
+                            local(v)[0]
+                            if isinstance(v, tf.distribute.DistributedValues)
+                            else v
+                        ),
+                        next(it),
+                    )
+                    break
+                iterator = None
+            return super()._maybe_symbolic_build(
+                iterator=iterator, data_batch=data_batch
+            )
 
 
 class Layer(keras.layers.Layer):

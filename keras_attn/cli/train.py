@@ -236,9 +236,30 @@ def train_ctr(args: argparse.Namespace) -> int:
                 version=args.version,
                 features=specs,
                 overwrite=args.overwrite,
+                warmup=_ctr_warmup(args, specs, validation),
             )
         print(f"Exported for TF Serving to {path}")
     return 0
+
+
+#: The text export's warm-up requests: documents the fit did not train on (an
+#: empty one and a short one; the graph's first run does not depend on the words).
+TEXT_WARMUP = ["", "A short document to warm the model up."]
+#: Rows of `--validation` written as TF Serving's warm-up requests.
+WARMUP_ROWS = 8
+
+
+def _ctr_warmup(args, specs, validation):
+    """The CTR export's warm-up rows: the first rows of `--validation`, which the
+    fit did not train on, else one row of missing values (every input imputed or
+    out of vocabulary); None with `--no-warmup`."""
+    from keras_attn.features import read_csv_head
+
+    if not args.warmup:
+        return None
+    if validation is not None:
+        return read_csv_head(validation, WARMUP_ROWS)
+    return [{spec.column or spec.name: None for spec in specs}]
 
 
 @contextmanager
@@ -355,6 +376,29 @@ def train_text(args: argparse.Namespace) -> int:
     from keras_attn.serving import check_export_target, export
     from keras_attn.text import text_labels
 
+    if args.checkpoint is not None:
+        if args.model not in (None, "bert"):
+            raise UsageError(
+                f"--checkpoint needs --model bert (received --model {args.model})"
+            )
+        args.model = "bert"
+        given = [
+            flag
+            for flag, value in (
+                ("--vocab", args.vocab),
+                ("--embedding-dim", args.embedding_dim),
+                ("--num-layers", args.num_layers),
+                ("--num-heads", args.num_heads),
+                ("--pretrain-epochs", args.pretrain_epochs),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} cannot be used with --checkpoint (the "
+                "checkpoint's config.json and vocab.txt set them)"
+            )
+    args.model = args.model or "han"
     if args.pretrain_epochs and args.model != "bert":
         raise UsageError(
             f"--pretrain-epochs needs --model bert (received --model {args.model})"
@@ -385,6 +429,7 @@ def train_text(args: argparse.Namespace) -> int:
         f"{args.data}: {len(texts)} documents{dropped} ({args.validation_split:.0%} "
         f"of them, stratified, for early stopping), classes {sorted(set(labels))}; "
         f"model {args.model}"
+        + (f", fine-tuning {args.checkpoint}" if args.checkpoint else "")
     )
     # Widths not given fall back to fit_text_classifier's MODEL_DEFAULTS.
     if args.model == "han":
@@ -420,6 +465,7 @@ def train_text(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir,
         pretrain_epochs=args.pretrain_epochs,
         pretrain_steps=args.pretrain_steps,
+        checkpoint=args.checkpoint,
         **kwargs,
     )
     print(f"settings: {clf.settings}")
@@ -428,10 +474,27 @@ def train_text(args: argparse.Namespace) -> int:
     if args.export:
         with _keep_the_fit(clf.model, args.export):
             path = export(
-                clf, args.export, version=args.version, overwrite=args.overwrite
+                clf,
+                args.export,
+                version=args.version,
+                overwrite=args.overwrite,
+                warmup=TEXT_WARMUP if args.warmup else None,
             )
         print(f"Exported for TF Serving (raw strings in) to {path}")
     return 0
+
+
+def add_warmup_argument(parser) -> None:
+    """`--no-warmup` (`train ctr|text`): the export's warm-up records are on by
+    default."""
+    parser.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="write no TF Serving warm-up records with --export (default: the "
+        "first --validation rows for ctr, else a row of missing values; two "
+        "documents for text)",
+    )
 
 
 def _add_ctr(kinds) -> None:
@@ -523,6 +586,7 @@ def _add_ctr(kinds) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing --version"
     )
+    add_warmup_argument(p)
     add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_ctr)
@@ -545,11 +609,17 @@ def _add_text(kinds) -> None:
     p.add_argument(
         "--model",
         choices=["han", "transformer", "bert"],
-        default="han",
         help="han: hierarchical attention (bi-GRU); transformer: encoder over words; "
-        "bert: a BERT encoder over WordPiece, trained from scratch or, with "
-        "--pretrain-epochs, pretrained with masked LM on the training documents "
-        "first",
+        "bert: a BERT encoder over WordPiece, fine-tuned from --checkpoint, or "
+        "trained from scratch or, with --pretrain-epochs, pretrained with masked "
+        "LM on the training documents first (default: han; bert with --checkpoint)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="fine-tune this pretrained Hugging Face model folder (config.json, "
+        "model.safetensors, vocab.txt; model type bert, distilbert or albert) "
+        "with its own tokenizer; the export keeps the tokenizer inside",
     )
     p.add_argument(
         "--vocab",
@@ -571,7 +641,8 @@ def _add_text(kinds) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="add the wide part (a TF-IDF logistic regression on hashed word uni- "
-        "and bigrams; default: on for han and transformer, off for bert)",
+        "and bigrams; default: on for han, transformer and --checkpoint, off for "
+        "bert from scratch)",
     )
     p.add_argument(
         "--wide-training",
@@ -592,7 +663,11 @@ def _add_text(kinds) -> None:
         "--num-layers", type=positive, help="Transformer/BERT layers" + widths
     )
     p.add_argument("--num-heads", type=positive, help="Transformer/BERT heads" + widths)
-    p.add_argument("--epochs", type=positive, default=20, help="most training epochs")
+    p.add_argument(
+        "--epochs",
+        type=positive,
+        help="most training epochs (default: 20; with --checkpoint, 4)",
+    )
     p.add_argument(
         "--pretrain-epochs",
         type=non_negative,
@@ -608,7 +683,10 @@ def _add_text(kinds) -> None:
     )
     p.add_argument("--batch-size", type=positive, default=32, help="batch size")
     p.add_argument(
-        "--learning-rate", type=positive_float, default=1e-3, help="Adam's rate"
+        "--learning-rate",
+        type=positive_float,
+        help="Adam's rate (default: 1e-3; with --checkpoint, AdamW's peak rate "
+        "5e-5, warmed up and decayed linearly)",
     )
     p.add_argument(
         "--validation-split",
@@ -634,6 +712,7 @@ def _add_text(kinds) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing --version"
     )
+    add_warmup_argument(p)
     add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_text)
