@@ -236,9 +236,30 @@ def train_ctr(args: argparse.Namespace) -> int:
                 version=args.version,
                 features=specs,
                 overwrite=args.overwrite,
+                warmup=_ctr_warmup(args, specs, validation),
             )
         print(f"Exported for TF Serving to {path}")
     return 0
+
+
+#: The text export's warm-up requests: documents the fit did not train on (an
+#: empty one and a short one; the graph's first run does not depend on the words).
+TEXT_WARMUP = ["", "A short document to warm the model up."]
+#: Rows of `--validation` written as TF Serving's warm-up requests.
+WARMUP_ROWS = 8
+
+
+def _ctr_warmup(args, specs, validation):
+    """The CTR export's warm-up rows: the first rows of `--validation`, which the
+    fit did not train on, else one row of missing values (every input imputed or
+    out of vocabulary); None with `--no-warmup`."""
+    from keras_attn.features import read_csv_head
+
+    if not args.warmup:
+        return None
+    if validation is not None:
+        return read_csv_head(validation, WARMUP_ROWS)
+    return [{spec.column or spec.name: None for spec in specs}]
 
 
 @contextmanager
@@ -452,10 +473,27 @@ def train_text(args: argparse.Namespace) -> int:
     if args.export:
         with _keep_the_fit(clf.model, args.export):
             path = export(
-                clf, args.export, version=args.version, overwrite=args.overwrite
+                clf,
+                args.export,
+                version=args.version,
+                overwrite=args.overwrite,
+                warmup=TEXT_WARMUP if args.warmup else None,
             )
         print(f"Exported for TF Serving (raw strings in) to {path}")
     return 0
+
+
+def add_warmup_argument(parser) -> None:
+    """`--no-warmup` (`train ctr|text`): the export's warm-up records are on by
+    default."""
+    parser.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="write no TF Serving warm-up records with --export (default: the "
+        "first --validation rows for ctr, else a row of missing values; two "
+        "documents for text)",
+    )
 
 
 def _add_ctr(kinds) -> None:
@@ -547,6 +585,7 @@ def _add_ctr(kinds) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing --version"
     )
+    add_warmup_argument(p)
     add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_ctr)
@@ -672,6 +711,7 @@ def _add_text(kinds) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing --version"
     )
+    add_warmup_argument(p)
     add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_text)
