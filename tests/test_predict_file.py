@@ -135,3 +135,28 @@ def test_an_export_without_feature_specs_reads_numbers_from_a_csv(tmp_path):
     data.write_text("x,k,s\n1.5,2,a\n1,two,b\n")
     with pytest.raises(ValueError, match=r"d\.csv', line 3, column 'k'"):
         predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)
+
+
+def test_a_jsonl_file_is_read_in_its_encoding(exported):
+    # JSON lines went to pandas as UTF-8 whatever --encoding said; a Latin-1 file
+    # gave a bare UnicodeDecodeError, and a byte-order mark broke the first row.
+    rows = exported["df"].iloc[:3].assign(city=["é", "a", "b"])
+    text = rows.to_json(orient="records", lines=True, force_ascii=False)
+    latin = exported["tmp"] / "latin.jsonl"
+    latin.write_bytes(text.encode("latin-1"))
+    out = exported["tmp"] / "latin_out.jsonl"
+    with pytest.raises(
+        ValueError, match=r"latin\.jsonl' is not utf-8 text.*--encoding"
+    ):
+        predict_file(exported["path"], latin, output=out, progress=False)
+    assert not out.exists()
+    predict_file(
+        exported["path"], latin, output=out, progress=False, encoding="latin-1"
+    )
+    bom = exported["tmp"] / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    predict_file(
+        exported["path"], bom, output=exported["tmp"] / "b.jsonl", progress=False
+    )
+    same = [pd.read_json(p, lines=True) for p in (out, exported["tmp"] / "b.jsonl")]
+    assert len(same[0]) == 3 and same[0].equals(same[1])
