@@ -160,3 +160,13 @@ def test_a_jsonl_file_is_read_in_its_encoding(exported):
     )
     same = [pd.read_json(p, lines=True) for p in (out, exported["tmp"] / "b.jsonl")]
     assert len(same[0]) == 3 and same[0].equals(same[1])
+
+
+def test_a_file_without_rows_gives_a_table_without_rows(exported):
+    # The CSV output of a header-only file was empty: not even a header to read.
+    empty = exported["tmp"] / "empty.csv"
+    exported["df"].iloc[:0].to_csv(empty, index=False)
+    output = exported["tmp"] / "empty_out.csv"
+    predict_file(exported["path"], empty, output=output, keep=["id"], progress=False)
+    got = pd.read_csv(output)
+    assert list(got.columns) == ["id", "income"] and len(got) == 0

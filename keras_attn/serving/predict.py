@@ -323,6 +323,12 @@ def predict_file(
                 )
             first = False
             bar.update(len(chunk), chunk.attrs.get("position", 0))
+        if flat and first:
+            # No rows: the header alone, so the file still reads as a table.
+            header = keep + [c for name in sorted(written) for c in written[name]]
+            import pandas as pd
+
+            pd.DataFrame(columns=header).to_csv(sink, index=False)
         done = True
     finally:
         seconds = bar.close()
