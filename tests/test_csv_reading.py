@@ -242,6 +242,13 @@ def test_fit_ctr_model_refuses_too_little_data_before_training(tmp_path):
         fit_ctr_model(model, whole, batch_size=16, validation_data=empty)
     with pytest.raises(ValueError, match=r"`validation_data` .*an empty DataFrame"):
         fit_ctr_model(model, df, batch_size=16, validation_data=df.iloc[:0])
+    # The parameter-server fit takes a DataFrame: a path's len() was its name's.
+    from keras_attn.cluster import fit_ctr_with_coordinator
+
+    with pytest.raises(ValueError, match=r"`data` must be a DataFrame.*type str"):
+        fit_ctr_with_coordinator(model, specs, ["y"], str(small), None, steps=1)
+    with pytest.raises(ValueError, match=r"one full batch.*10 rows, batch_size=16"):
+        fit_ctr_with_coordinator(model, specs, ["y"], df[:10], None, 1, batch_size=16)
     # A folder written after the first epoch, with a file in the way: before it.
     with pytest.raises(ValueError, match=r"`backup_dir` must be a folder.*is a file"):
         fit_ctr_model(model, whole, batch_size=16, backup_dir=whole)

@@ -36,7 +36,12 @@ from keras_attn._validation import (
     check_positive_int,
 )
 from keras_attn.backend import KERAS_3, clone_initializer, keras, register, tf
-from keras_attn.features.dataset import count_rows, frame_tensors, to_dataset
+from keras_attn.features.dataset import (
+    count_batches,
+    count_rows,
+    frame_tensors,
+    to_dataset,
+)
 from keras_attn.features.preprocessing import (
     StackColumns,
     build_preprocessing,
@@ -1090,13 +1095,7 @@ def fit_ctr_model(
             check_folder(name, folder)
     # CSV files are read once here: their records counted, their labels checked
     # (to_dataset reuses the pass), before any training.
-    rows = count_rows(data, tasks, features)
-    steps = rows // batch_size
-    if steps == 0:
-        raise ValueError(
-            "`data` must hold at least one full batch of `batch_size` rows. "
-            f"Received: {rows} rows, batch_size={batch_size}"
-        )
+    steps = count_batches(data, batch_size, tasks, features)
     if validation_data is not None and not count_rows(validation_data, tasks, features):
         # Named here: to_dataset would call it `data`.
         shown = (
