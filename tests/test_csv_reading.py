@@ -212,6 +212,10 @@ def test_column_names_a_signature_cannot_carry_are_renamed_or_refused():
     assert input_name("a b", taken={"a_b"}) == "a_b_2"
     with pytest.raises(ValueError, match=r"Received: name='home city'.*'home_city'"):
         NumericFeature("home city")
+    # A task's name too: "âge" is a Python identifier, not a TensorFlow scope name
+    # (the model failed to build, naming 'âge_tower').
+    with pytest.raises(ValueError, match=r"ASCII .*Task\('age', label='âge'\)"):
+        Task("âge")
     df = pd.DataFrame({"home city": ["a", "b"], "a_b": [1.0, 2.0], "y": [0, 1]})
     specs = infer_features(df.rename(columns={"a_b": "home_city"}), labels=["y"])
     # "home city" cannot name an input, and "home_city" is the next column's.

@@ -109,14 +109,13 @@ def _positives(args, labels) -> dict:
 
 
 def _task_names(labels, taken) -> dict:
-    """A task (output) name for each label column: a Python identifier a serving
-    signature carries, unique among the feature names."""
-    from keras_attn.features import input_name
+    """A task (output) name for each label column, unique among the feature
+    names."""
+    from keras_attn.models.ctr import task_name
 
     names, taken = {}, set(taken)
     for column in labels:
-        name = input_name(column.replace(".", "_").replace("-", "_"), taken)
-        names[column] = name.replace(".", "_").replace("-", "_")
+        names[column] = task_name(column, taken)
         taken.add(names[column])
     return names
 

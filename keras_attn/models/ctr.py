@@ -48,7 +48,11 @@ from keras_attn.features.preprocessing import (
     raw_input_spec,
 )
 from keras_attn.features.reader import csv_files
-from keras_attn.features.specs import features_from_json, features_to_json
+from keras_attn.features.specs import (
+    features_from_json,
+    features_to_json,
+    input_name,
+)
 from keras_attn.layers import (
     PLE,
     AttentionSequencePooling,
@@ -79,6 +83,7 @@ __all__ = [
     "fit_ctr_model",
     "gate_weights_model",
     "split_ctr_model",
+    "task_name",
 ]
 
 #: How the tasks share the bottom of the model.
@@ -89,12 +94,25 @@ _KINDS = {
 }
 
 
+def task_name(column: str, taken=()) -> str:
+    """An output name for a label column: an ASCII Python identifier (what a
+    `Task`'s name must be), unique among `taken`.
+
+    Example:
+
+    >>> [task_name(c) for c in ("click rate", "âge", "y.1")], task_name("y", ["y"])
+    (['click_rate', 'age', 'y_1'], 'y_2')
+    """
+    return input_name(column.replace(".", "_").replace("-", "_"), taken)
+
+
 @dataclasses.dataclass
 class Task:
     """One prediction task of a CTR model: its label, loss, weight and metrics.
 
     Args:
-        name: str. The output's name (a Python identifier).
+        name: str. The output's name (an ASCII Python identifier; `task_name`
+            makes one from a column's name).
         label: str. The label column. Defaults to `name`.
         positive: value or list of values of the label column that mean 1 (for text
             labels such as "50000+."). None reads the column as numbers.
@@ -121,10 +139,18 @@ class Task:
     metrics: list | None = None
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name.isidentifier():
+        if not (
+            isinstance(self.name, str)
+            and self.name.isidentifier()
+            and self.name.isascii()
+        ):
+            # Non-ASCII letters make an identifier, not a TensorFlow scope name.
+            hint = ""
+            if isinstance(self.name, str) and self.name:
+                hint = f"; e.g. Task({task_name(self.name)!r}, label={self.name!r})"
             raise ValueError(
-                "`name` of a Task must be a Python identifier (it names the "
-                f"output). Received: name={self.name!r}"
+                "`name` of a Task must be an ASCII Python identifier (it names the "
+                f"output). Received: name={self.name!r}{hint}"
             )
         check_choice("kind", self.kind, sorted(_KINDS))
         check_finite("loss_weight", self.loss_weight, minimum=0, where="a Task")
