@@ -212,6 +212,10 @@ def test_column_names_a_signature_cannot_carry_are_renamed_or_refused():
     assert input_name("a b", taken={"a_b"}) == "a_b_2"
     with pytest.raises(ValueError, match=r"Received: name='home city'.*'home_city'"):
         NumericFeature("home city")
+    # A task's name too: "âge" is a Python identifier, not a TensorFlow scope name
+    # (the model failed to build, naming 'âge_tower').
+    with pytest.raises(ValueError, match=r"ASCII .*Task\('age', label='âge'\)"):
+        Task("âge")
     df = pd.DataFrame({"home city": ["a", "b"], "a_b": [1.0, 2.0], "y": [0, 1]})
     specs = infer_features(df.rename(columns={"a_b": "home_city"}), labels=["y"])
     # "home city" cannot name an input, and "home_city" is the next column's.
@@ -242,6 +246,13 @@ def test_fit_ctr_model_refuses_too_little_data_before_training(tmp_path):
         fit_ctr_model(model, whole, batch_size=16, validation_data=empty)
     with pytest.raises(ValueError, match=r"`validation_data` .*an empty DataFrame"):
         fit_ctr_model(model, df, batch_size=16, validation_data=df.iloc[:0])
+    # The parameter-server fit takes a DataFrame: a path's len() was its name's.
+    from keras_attn.cluster import fit_ctr_with_coordinator
+
+    with pytest.raises(ValueError, match=r"`data` must be a DataFrame.*type str"):
+        fit_ctr_with_coordinator(model, specs, ["y"], str(small), None, steps=1)
+    with pytest.raises(ValueError, match=r"one full batch.*10 rows, batch_size=16"):
+        fit_ctr_with_coordinator(model, specs, ["y"], df[:10], None, 1, batch_size=16)
     # A folder written after the first epoch, with a file in the way: before it.
     with pytest.raises(ValueError, match=r"`backup_dir` must be a folder.*is a file"):
         fit_ctr_model(model, whole, batch_size=16, backup_dir=whole)

@@ -281,3 +281,47 @@ def test_cli_fine_tunes_and_exports_raw_strings_in(folder, tmp_path, capsys):
     assert [v.decode() for v in result["label"].numpy()] == names.tolist()
     graph = (tmp_path / "exp" / "1" / "saved_model.pb").read_bytes()
     assert b"FastWordpieceTokenizeWithOffsets" in graph  # the tokenizer is inside
+
+
+@pytest.mark.generation_specific
+@pytest.mark.slow
+def test_a_fine_tuned_classifier_goes_back_to_a_folder_whose_head_is_kept(
+    folder, tmp_path
+):
+    clf = models.fit_text_classifier(
+        TEXTS,
+        LABELS,
+        model="bert",
+        checkpoint=folder[0],
+        wide=False,
+        epochs=1,
+        batch_size=8,
+    )
+    assert clf.model.wide is None
+    expected = clf.model(clf.model_inputs(QUERIES))["probabilities"].numpy()
+    # The class names become the folder's id2label.
+    clf.model.save_pretrained(tmp_path / "tuned", preprocessor=clf.tokenizer)
+    checkpoint = HFCheckpoint(tmp_path / "tuned")
+    assert checkpoint.head_settings()["class_names"] == ["a", "b"]
+    # Fine-tuning that folder again on the same classes starts from its head.
+    again = tc._pretrained_classifier(
+        checkpoint, ["a", "b"], clf.settings["sequence_length"], False, {}
+    )
+    inputs = clf.model_inputs(QUERIES)
+    np.testing.assert_allclose(
+        again(inputs)["probabilities"].numpy(), expected, atol=1e-5
+    )
+    # Other classes: a new head on the same encoder.
+    other = tc._pretrained_classifier(
+        HFCheckpoint(tmp_path / "tuned"),
+        ["x", "y", "z"],
+        clf.settings["sequence_length"],
+        False,
+        {},
+    )
+    assert other.num_classes == 3
+    np.testing.assert_allclose(
+        other.backbone(inputs)["pooled_output"].numpy(),
+        clf.model.backbone(inputs)["pooled_output"].numpy(),
+        atol=1e-5,
+    )

@@ -10,7 +10,6 @@ when they run, after `keras_attn.cli.main` has imported TensorFlow quietly.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import tempfile
 from contextlib import contextmanager
@@ -110,14 +109,13 @@ def _positives(args, labels) -> dict:
 
 
 def _task_names(labels, taken) -> dict:
-    """A task (output) name for each label column: a Python identifier a serving
-    signature carries, unique among the feature names."""
-    from keras_attn.features import input_name
+    """A task (output) name for each label column, unique among the feature
+    names."""
+    from keras_attn.models.ctr import task_name
 
     names, taken = {}, set(taken)
     for column in labels:
-        name = input_name(column.replace(".", "_").replace("-", "_"), taken)
-        names[column] = name.replace(".", "_").replace("-", "_")
+        names[column] = task_name(column, taken)
         taken.add(names[column])
     return names
 
@@ -307,16 +305,14 @@ def read_text_file(
             and the line).
     """
     from keras_attn.features import CSVFiles, iter_csv_frames, read_header
+    from keras_attn.features.reader import decode_error, open_text
 
     path = Path(path)
     name = path.name.removesuffix(".gz")
     if name.endswith((".jsonl", ".json")):
-        opener = gzip.open if path.suffix == ".gz" else open
         texts, labels = [], []
         number = 0
-        # "utf-8-sig": a byte-order mark is not part of the first row.
-        utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
-        handle = opener(path, "rt", encoding="utf-8-sig" if utf8 else encoding)
+        handle, raw = open_text(path, encoding)  # gzip, a byte-order mark
         try:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
@@ -346,13 +342,10 @@ def read_text_file(
                 texts.append(text)
                 labels.append(row[label_column])
         except UnicodeDecodeError as error:
-            raise ValueError(
-                f"JSON-lines file {str(path)!r} is not {encoding} text: line "
-                f"{number + 1} (or near it): {error.reason}. Give the file's "
-                "encoding: --encoding latin-1 (or cp1252, ...)"
-            ) from None
+            raise decode_error(path, encoding, number + 1, error) from None
         finally:
             handle.close()
+            raw.close()
         return texts, labels
     files = CSVFiles(path, encoding=encoding)
     header = read_header(files)
@@ -410,6 +403,7 @@ def train_text(args: argparse.Namespace) -> int:
             f"--text-column and --label-column name one column: {args.text_column!r}"
         )
     _check_folders(args)
+    _files(args, args.data)  # the --encoding name, for a JSON-lines file too
     with argument("--data", args.data):
         texts, labels = read_text_file(
             args.data, args.text_column, args.label_column, encoding=args.encoding

@@ -36,14 +36,23 @@ from keras_attn._validation import (
     check_positive_int,
 )
 from keras_attn.backend import KERAS_3, clone_initializer, keras, register, tf
-from keras_attn.features.dataset import count_rows, frame_tensors, to_dataset
+from keras_attn.features.dataset import (
+    count_batches,
+    count_rows,
+    frame_tensors,
+    to_dataset,
+)
 from keras_attn.features.preprocessing import (
     StackColumns,
     build_preprocessing,
     raw_input_spec,
 )
 from keras_attn.features.reader import csv_files
-from keras_attn.features.specs import features_from_json, features_to_json
+from keras_attn.features.specs import (
+    features_from_json,
+    features_to_json,
+    input_name,
+)
 from keras_attn.layers import (
     PLE,
     AttentionSequencePooling,
@@ -74,6 +83,7 @@ __all__ = [
     "fit_ctr_model",
     "gate_weights_model",
     "split_ctr_model",
+    "task_name",
 ]
 
 #: How the tasks share the bottom of the model.
@@ -84,12 +94,25 @@ _KINDS = {
 }
 
 
+def task_name(column: str, taken=()) -> str:
+    """An output name for a label column: an ASCII Python identifier (what a
+    `Task`'s name must be), unique among `taken`.
+
+    Example:
+
+    >>> [task_name(c) for c in ("click rate", "âge", "y.1")], task_name("y", ["y"])
+    (['click_rate', 'age', 'y_1'], 'y_2')
+    """
+    return input_name(column.replace(".", "_").replace("-", "_"), taken)
+
+
 @dataclasses.dataclass
 class Task:
     """One prediction task of a CTR model: its label, loss, weight and metrics.
 
     Args:
-        name: str. The output's name (a Python identifier).
+        name: str. The output's name (an ASCII Python identifier; `task_name`
+            makes one from a column's name).
         label: str. The label column. Defaults to `name`.
         positive: value or list of values of the label column that mean 1 (for text
             labels such as "50000+."). None reads the column as numbers.
@@ -116,10 +139,18 @@ class Task:
     metrics: list | None = None
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name.isidentifier():
+        if not (
+            isinstance(self.name, str)
+            and self.name.isidentifier()
+            and self.name.isascii()
+        ):
+            # Non-ASCII letters make an identifier, not a TensorFlow scope name.
+            hint = ""
+            if isinstance(self.name, str) and self.name:
+                hint = f"; e.g. Task({task_name(self.name)!r}, label={self.name!r})"
             raise ValueError(
-                "`name` of a Task must be a Python identifier (it names the "
-                f"output). Received: name={self.name!r}"
+                "`name` of a Task must be an ASCII Python identifier (it names the "
+                f"output). Received: name={self.name!r}{hint}"
             )
         check_choice("kind", self.kind, sorted(_KINDS))
         check_finite("loss_weight", self.loss_weight, minimum=0, where="a Task")
@@ -1139,13 +1170,7 @@ def fit_ctr_model(
             check_folder(name, folder)
     # CSV files are read once here: their records counted, their labels checked
     # (to_dataset reuses the pass), before any training.
-    rows = count_rows(data, tasks, features)
-    steps = rows // batch_size
-    if steps == 0:
-        raise ValueError(
-            "`data` must hold at least one full batch of `batch_size` rows. "
-            f"Received: {rows} rows, batch_size={batch_size}"
-        )
+    steps = count_batches(data, batch_size, tasks, features)
     if validation_data is not None and not count_rows(validation_data, tasks, features):
         # Named here: to_dataset would call it `data`.
         shown = (

@@ -942,8 +942,14 @@ def _pretrained_classifier(checkpoint, class_names, sequence_length, wide, kwarg
         classifier = BertClassifier(backbone, wide=wide, **head)
         checkpoint.load_head(classifier)
     else:
+        # The names travel with the model: `save_pretrained` writes them as the
+        # folder's `id2label`.
         classifier = BertClassifier(
-            backbone, len(class_names), dropout=backbone.dropout, wide=wide
+            backbone,
+            len(class_names),
+            dropout=backbone.dropout,
+            class_names=list(class_names),
+            wide=wide,
         )
     checkpoint.close()
     return classifier
