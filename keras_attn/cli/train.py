@@ -323,6 +323,12 @@ def read_text_file(
                     raise ValueError(
                         f"JSON-lines file {str(path)!r}, line {number}: {error}"
                     ) from None
+                if not isinstance(row, dict):
+                    raise ValueError(
+                        f"JSON-lines file {str(path)!r}, line {number}: each line "
+                        "must be an object with the text and the label. Received: "
+                        f"{type(row).__name__} {line.strip()[:80]!r}"
+                    )
                 for column in (text_column, label_column):
                     if column not in row:
                         raise ValueError(

@@ -1190,12 +1190,18 @@ def fit_ctr_model(
     jit_compile = resolve_jit_compile(jit_compile, policy, default=has_accelerator())
     replicated = strategy.num_replicas_in_sync > 1
     start_epoch = training.completed_epochs(backup_dir) if backup_dir else 0
+    if seed is None:
+        # With a backup, the seed a restarted run takes again (a CSV file's order
+        # came from a fresh random seed: the resumed epochs were another order);
+        # else a new order each run, reproducible under keras.utils.set_random_seed.
+        seed = (
+            0
+            if backup_dir is not None
+            else int(tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int64))
+        )
     if isinstance(data, pd.DataFrame):
         # Whole columns, encoded once on the host; epoch e's order is a function
         # of (seed, e) (`training.epoch_batches`), so a resumed run keeps it.
-        if seed is None and backup_dir is None:
-            # A new order each run, reproducible under keras.utils.set_random_seed.
-            seed = int(tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int64))
         feed = training.feed_epochs(
             frame_tensors(data, features, tasks, preprocessor),
             len(data),
