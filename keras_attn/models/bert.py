@@ -360,13 +360,7 @@ class BertClassifier(FunctionalModel):
             **head_layers(num_classes, class_names, wide),
         )
 
-        inputs = self._deep_inputs(backbone)
-        ngram_ids = None
-        if parts.wide is not None:
-            ngram_ids = keras.Input(
-                shape=(parts.wide.max_ngrams,), dtype="int32", name="ngram_ids"
-            )
-            inputs["ngram_ids"] = ngram_ids
+        inputs, ngram_ids = self._inputs(backbone, parts.wide)
         pooled = backbone(
             {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
         )["pooled_output"]
@@ -398,13 +392,7 @@ class BertClassifier(FunctionalModel):
             backbone.token_mask.output,
             {"pooled_output": backbone.pooler.output},
         )
-        inputs = self.deep_inputs()
-        ngram_ids = None
-        if self.wide is not None:
-            ngram_ids = keras.Input(
-                shape=(self.wide.max_ngrams,), dtype="int32", name="ngram_ids"
-            )
-            inputs["ngram_ids"] = ngram_ids
+        inputs, ngram_ids = self._inputs(backbone, self.wide)
         out = encoder(
             {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
         )
@@ -413,6 +401,18 @@ class BertClassifier(FunctionalModel):
             "cls_attention": out["cls_attention"],
         }
         return keras.Model(inputs, outputs, name=f"{self.name}_explain")
+
+    @classmethod
+    def _inputs(cls, backbone, wide) -> tuple[dict, object]:
+        """New `keras.Input`s of the classifier, and its `ngram_ids` input (None
+        without a wide part)."""
+        inputs = cls._deep_inputs(backbone)
+        if wide is None:
+            return inputs, None
+        inputs["ngram_ids"] = keras.Input(
+            shape=(wide.max_ngrams,), dtype="int32", name="ngram_ids"
+        )
+        return inputs, inputs["ngram_ids"]
 
     @staticmethod
     def _deep_inputs(backbone) -> dict:
