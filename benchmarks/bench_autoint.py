@@ -92,7 +92,7 @@ def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> di
         embedding_dim=CONFIG["embedding_dim"],
         interacting_layers=CONFIG["layers"],
         num_heads=CONFIG["heads"],
-        att_dim=CONFIG["att_dim"],
+        key_dim=CONFIG["att_dim"],
         bottom_units=(),
         tower_units=(),
         # The 39 fields' rows in one table (each field keeps its own rows: the same

@@ -111,7 +111,7 @@ def _models(keras, tf, with_deepctr, bf16=False):
 
     def ours(impl):
         x = keras.Input((FIELDS, DIM))
-        model = keras.Model(x, InteractingLayer(num_heads=2, att_dim=8)(x))
+        model = keras.Model(x, InteractingLayer(num_heads=2, key_dim=8)(x))
         cases.setdefault("InteractingLayer", {})[impl] = (model, fields)
 
         q, k, m = (

@@ -17,6 +17,11 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
   after the carve, 138 batches of 32 windows of 256 pieces a pass) a pass took
   ~6-7 min and a fine-tuning epoch ~30 s on the 2 cores shared with one other job,
   so a second pass would take the fit past 10 minutes.
+- `bert_finetuned` (issue 27): `model="bert"` with `checkpoint=` the shipped
+  all-MiniLM-L6-v2 folder (../shared/data/pretrained/all-MiniLM-L6-v2, see DATA.md),
+  fine-tuned with `fit_text_classifier`'s defaults (`FINE_TUNING`, the wide part's
+  ensemble). Not in the default `--models` (an English checkpoint, and a fit of
+  tens of minutes on 2 CPU cores): ask for it by name, with the data set.
 - TF-IDF + logistic regression (scikit-learn) on the same 80 %: word 1-2-grams for
   English, character 1-3-grams for Chinese, sublinear tf, C = 10.
 - Accuracy on the test part with its 95 % Wilson interval; wall seconds of each
@@ -26,7 +31,7 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
 
     python -m benchmarks.bench_text [--datasets review_polarity,ag_news,...]
         [--models tfidf,han,han_deep,transformer,transformer_deep,bert,
-        bert_pretrained] [--quick]
+        bert_pretrained,bert_finetuned] [--quick]
         [--no-write]
     python -m benchmarks.bench_text --table-only  (RESULTS.md from the stored runs)
     python -m benchmarks.bench_text --select-wide  (the wide part's features)
@@ -54,6 +59,7 @@ import argparse
 import fcntl
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -68,6 +74,8 @@ FILES = {
     "chnsenticorp_htl": "chnsenticorp_htl/chnsenticorp_htl_dev.csv.gz",
 }
 CHINESE = {"chnsenticorp_htl"}
+#: The pretrained checkpoint of the `bert_finetuned` row.
+CHECKPOINT = DATA / "pretrained" / "all-MiniLM-L6-v2"
 #: name -> (fit_text_classifier's model, extra arguments); "tfidf" is sklearn's.
 MODELS = {
     "tfidf": None,
@@ -77,7 +85,10 @@ MODELS = {
     "transformer_deep": ("transformer", {"wide": False}),
     "bert": ("bert", {}),
     "bert_pretrained": ("bert", {"pretrain_epochs": 1}),
+    "bert_finetuned": ("bert", {"checkpoint": CHECKPOINT}),
 }
+#: Rows run only when named in `--models`.
+ON_REQUEST = ("bert_finetuned",)
 LABELS = {
     "tfidf": "TF-IDF + LR",
     "han": "HAN + wide (default)",
@@ -86,6 +97,7 @@ LABELS = {
     "transformer_deep": "Transformer, wide=False",
     "bert": "BERT, from scratch",
     "bert_pretrained": "BERT, MLM-pretrained on the fitting part (1 epoch)",
+    "bert_finetuned": "all-MiniLM-L6-v2 fine-tuned + wide (defaults)",
 }
 
 
@@ -175,6 +187,9 @@ def neural(
         "val_probabilities_accuracy", clf.history.get("val_accuracy", [])
     )
     settings = {k: v for k, v in clf.settings.items() if k != "wide"}
+    if settings.get("checkpoint"):
+        # Relative to the repository, as the project names ../shared.
+        settings["checkpoint"] = os.path.relpath(settings["checkpoint"], ROOT)
     if clf.settings.get("wide"):
         wide = clf.settings["wide"]
         keep = ("max_ngrams", "term_weighting", "idf", "nb_ratio")
@@ -199,9 +214,13 @@ def _part_accuracies(clf, xte, yte) -> dict:
     """Test accuracy of each part of a wide-and-deep ensemble alone (a part whose
     mixing weight is 0 has none: its folded logits are zeros)."""
     from keras_attn.models.classifier_head import deep_part_model, wide_part_model
-    from keras_attn.models.text_classifier import _model_inputs, _predict
+    from keras_attn.models.text_classifier import (
+        _deep_inputs,
+        _model_inputs,
+        _predict,
+    )
 
-    inputs = _model_inputs(clf.tokenizer, clf.model.wide, xte)
+    inputs = _model_inputs(clf.model, clf.tokenizer, xte)
     y = np.array([clf.class_names.index(str(v)) for v in yte])
     out = {}
     alpha = clf.settings["wide_weight"]
@@ -209,7 +228,7 @@ def _part_accuracies(clf, xte, yte) -> dict:
         p = _predict(wide_part_model(clf.model), inputs["ngram_ids"])
         out["wide_correct"] = int(np.sum(p.argmax(-1) == y))
     if alpha < 1:
-        p = _predict(deep_part_model(clf.model), inputs["token_ids"])
+        p = _predict(deep_part_model(clf.model), _deep_inputs(inputs))
         out["deep_correct"] = int(np.sum(p.argmax(-1) == y))
     return out
 
@@ -574,7 +593,9 @@ def body(runs) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(FILES))
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument(
+        "--models", default=",".join(k for k in MODELS if k not in ON_REQUEST)
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
@@ -693,6 +714,9 @@ def main(argv=None) -> int:
         parts = split(*data, limit=400 if args.quick else None)
         print(f"{name}: {len(parts[0])} documents to fit on, {len(parts[2])} to test")
         for key in models:
+            if key == "bert_finetuned" and not CHECKPOINT.is_dir():
+                print(f"  {key}: skipped, {CHECKPOINT} is absent")
+                continue
             if key == "tfidf":
                 result = tfidf_lr(name, *parts)
             else:

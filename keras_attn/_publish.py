@@ -26,6 +26,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from keras_attn._validation import check_folder
+
 __all__ = [
     "TEMP_PREFIX",
     "check_export_target",
@@ -200,9 +202,7 @@ def check_export_target(
             "(--overwrite) or another `version` (--version), or leave the version "
             "out for the next free one"
         )
-    existing = base
-    while not existing.exists():
-        existing = existing.parent
+    existing = check_folder("base_dir", base)  # no file at it or above it
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(
             f"The export folder {str(base)!r} cannot be written: no write permission "

@@ -9,6 +9,8 @@ Shape checks name both tensors and their shapes.
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 __all__ = [
     "check_at_most",
@@ -18,6 +20,7 @@ __all__ = [
     "check_class_names",
     "check_divisible",
     "check_finite",
+    "check_folder",
     "check_ids",
     "check_int",
     "check_mask_shape",
@@ -281,3 +284,24 @@ def check_shape(name: str, shape, expected, meaning: str = "") -> None:
             f"`{name}` must have shape {expected}{meaning}. "
             f"Received: {name}.shape={shape}"
         )
+
+
+def check_folder(name: str, value) -> Path:
+    """`value` is a folder, or a path where one can be made: no file stands at it
+    or at a folder above it. Checked before training, so that a folder written
+    after the first epoch (a backup, a checkpoint, an export) fails before it.
+    Returns the nearest folder that exists (itself or one above)."""
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        _fail(name, "a folder path (str)", value)
+    path = existing = Path(value)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = (
+            "is a file" if existing == path else f"is under the file {str(existing)!r}"
+        )
+        raise ValueError(
+            f"`{name}` must be a folder, or a path where one can be made. Received: "
+            f"{name}={str(value)!r}, which {where}"
+        )
+    return existing

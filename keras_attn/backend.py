@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import logging
 import os
 
 import tensorflow as tf
@@ -40,6 +41,7 @@ KERAS_3 = not USE_LEGACY_KERAS
 __all__ = [
     "KERAS_3",
     "Layer",
+    "ReplicaBuild",
     "USE_LEGACY_KERAS",
     "as_bool_mask",
     "clone_initializer",
@@ -49,12 +51,49 @@ __all__ = [
     "mask_fill_value",
     "mask_nonzero",
     "masked_softmax",
+    "quiet_save",
     "register",
     "scale_loss",
     "tf",
     "unscale_gradients",
     "write_saved_model",
 ]
+
+
+class ReplicaBuild:
+    """Mixin of keras_attn's models (before `keras.Model` in the bases): `fit` and
+    `evaluate` under a tf.distribute strategy build from one replica's first batch.
+
+    Keras 3.15 builds a model's metrics and optimizer under a strategy from the
+    first distributed batch averaged over the replicas (`strategy.reduce("MEAN")` in
+    `_maybe_symbolic_build`): raw strings (a CTR row, a document) fail there with
+    "Value for attr 'T' of string is not in the list of allowed values ... AddN",
+    and so would boolean masks. The build needs only the batch's structure, dtypes
+    and shapes, which one replica's part has. tf_keras builds otherwise: nothing
+    changes there.
+    """
+
+    if KERAS_3:
+
+        def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+            if iterator is not None and self._distribute_strategy is not None:
+                local = self._distribute_strategy.experimental_local_results
+                # Keras' epoch iterator yields (first step, last step, iterator);
+                # the batch is consumed as Keras' own build consumes it.
+                for _, _, it in iterator:
+                    data_batch = tf.nest.map_structure(
+                        lambda v: (
+                            local(v)[0]
+                            if isinstance(v, tf.distribute.DistributedValues)
+                            else v
+                        ),
+                        next(it),
+                    )
+                    break
+                iterator = None
+            return super()._maybe_symbolic_build(
+                iterator=iterator, data_batch=data_batch
+            )
 
 
 class Layer(keras.layers.Layer):
@@ -231,11 +270,10 @@ def write_saved_model(model, filepath: str, endpoints: dict, input_signature) ->
     archive.track(model)
     for name, fn in endpoints.items():
         archive.add_endpoint(name, fn, input_signature=input_signature)
-    if KERAS_3:
-        archive.write_out(filepath, verbose=False)
-    else:
-        # tf_keras prints the endpoints on every export and has no switch for it.
-        with contextlib.redirect_stdout(io.StringIO()):
+    with quiet_save():
+        if KERAS_3:
+            archive.write_out(filepath, verbose=False)
+        else:
             archive.write_out(filepath)
 
 
@@ -245,12 +283,28 @@ def export_saved_model(model, filepath: str) -> None:
     The result loads with `tf.saved_model.load` in a process that imports neither Keras
     nor keras_attn (TF Serving reads the same files).
     """
-    if KERAS_3:
-        model.export(filepath, format="tf_saved_model", verbose=False)
-    else:
-        # tf_keras prints the endpoints on every export and has no switch for it.
-        with contextlib.redirect_stdout(io.StringIO()):
+    with quiet_save():
+        if KERAS_3:
+            model.export(filepath, format="tf_saved_model", verbose=False)
+        else:
             model.export(filepath)
+
+
+@contextlib.contextmanager
+def quiet_save():
+    """Silences what a SavedModel write says besides errors: tf_keras prints the
+    endpoints on every export (no switch for it), and TensorFlow logs
+    `INFO:tensorflow:Assets written to: <temporary folder>` wherever INFO shows (a
+    notebook) and warns of untraced functions: an export says its final path and
+    nothing else (the caller reports it)."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(max(level, logging.ERROR))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def scale_loss(optimizer, loss):

@@ -1,5 +1,6 @@
 """Optimizers: `FusedAdam` and `FusedAdamW`, Keras' Adam and AdamW with each
-variable's update as one fused TensorFlow kernel.
+variable's update as one fused TensorFlow kernel, and `LinearWarmUpDecay`, the
+fine-tuning schedule.
 
 Keras 3's AdamW writes the update of every variable as about ten element-wise ops
 (two moment updates, the bias correction, a square root, a division, three
@@ -16,9 +17,10 @@ without weight decay (the default optimizer of the CTR fits). Under tf_keras
 
 from __future__ import annotations
 
+from keras_attn._validation import check_finite, check_int
 from keras_attn.backend import KERAS_3, keras, register, tf
 
-__all__ = ["FusedAdam", "FusedAdamW"]
+__all__ = ["FusedAdam", "FusedAdamW", "LinearWarmUpDecay"]
 
 
 class _FusedUpdate:
@@ -90,3 +92,47 @@ class FusedAdam(_FusedUpdate, keras.optimizers.Adam):
     >>> model.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0).history["loss"][0] > 0
     True
     """
+
+
+@register
+class LinearWarmUpDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """A learning rate raised linearly from 0 and lowered linearly back to 0.
+
+    `lr(t) = learning_rate · t / warmup_steps` for `t < warmup_steps`, then
+    `learning_rate · (total_steps - t) / (total_steps - warmup_steps)`, and 0 from
+    `total_steps` on: BERT's fine-tuning schedule (Devlin et al., 2019; Hugging
+    Face's `get_linear_schedule_with_warmup`).
+
+    Args:
+        learning_rate: float > 0. The peak rate.
+        warmup_steps: int >= 0. Steps of the rise.
+        total_steps: int > warmup_steps. Steps until the rate is 0.
+
+    Example:
+
+    >>> schedule = LinearWarmUpDecay(1e-3, warmup_steps=2, total_steps=6)
+    >>> [round(float(schedule(t)), 6) for t in range(7)]
+    [0.0, 0.0005, 0.001, 0.00075, 0.0005, 0.00025, 0.0]
+    """
+
+    def __init__(self, learning_rate: float, warmup_steps: int, total_steps: int):
+        check_finite("learning_rate", learning_rate, minimum=0, exclusive_minimum=True)
+        check_int("warmup_steps", warmup_steps, minimum=0)
+        check_int("total_steps", total_steps, minimum=warmup_steps + 1)
+        self.learning_rate = float(learning_rate)
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        rise = step / max(self.warmup_steps, 1)
+        fall = (self.total_steps - step) / (self.total_steps - self.warmup_steps)
+        factor = tf.where(step < self.warmup_steps, rise, tf.maximum(fall, 0.0))
+        return self.learning_rate * factor
+
+    def get_config(self):
+        return {
+            "learning_rate": self.learning_rate,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+        }

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable
 
+from keras_attn._validation import check_folder
 from keras_attn.backend import KERAS_3, keras, tf
 
 __all__ = [
@@ -449,7 +450,7 @@ def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
     """
     callbacks = list(callbacks or [])
     if checkpoint_dir is not None:
-        _check_dir("checkpoint_dir", checkpoint_dir)
+        check_folder("checkpoint_dir", checkpoint_dir)
         os.makedirs(checkpoint_dir, exist_ok=True)
         callbacks.append(
             keras.callbacks.ModelCheckpoint(
@@ -458,7 +459,7 @@ def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
             )
         )
     if backup_dir is not None:
-        _check_dir("backup_dir", backup_dir)
+        check_folder("backup_dir", backup_dir)
         # The record goes after the backup, so it never names an epoch whose
         # backup is not written.
         callbacks.append(keras.callbacks.BackupAndRestore(str(backup_dir)))
@@ -492,16 +493,9 @@ def weights_checkpoint(model, checkpoint_dir):
     Returns:
         A `keras.callbacks.Callback`.
     """
-    _check_dir("checkpoint_dir", checkpoint_dir)
+    check_folder("checkpoint_dir", checkpoint_dir)
     os.makedirs(checkpoint_dir, exist_ok=True)
     return _WeightsCheckpoint(model, checkpoint_dir)
-
-
-def _check_dir(name, value):
-    if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise ValueError(
-            f"`{name}` must be a directory path (str). Received: {name}={value!r}"
-        )
 
 
 class WarmUp(keras.callbacks.Callback):

@@ -45,7 +45,7 @@ def _autoint_np(x, kernels, heads, att, use_residual, scaling):
 def test_harness_with_scores():
     run_layer_test(
         InteractingLayer,
-        {"num_heads": 2, "att_dim": 4},
+        {"num_heads": 2, "key_dim": 4},
         {"inputs": _fields(batch=8)},
         expected_output_shape=((8, 6, 8), (8, 2, 6, 6)),
         expected_num_trainable_weights=4,
@@ -60,7 +60,7 @@ def test_harness_scaled_no_residual_with_mask():
     mask[:3, 4:] = False
     run_layer_test(
         InteractingLayer,
-        {"num_heads": 3, "att_dim": 2, "use_residual": False, "scaling": True},
+        {"num_heads": 3, "key_dim": 2, "use_residual": False, "scaling": True},
         {"inputs": _fields(batch=8), "mask": mask},
         expected_output_shape=(8, 6, 6),
         expected_num_trainable_weights=3,
@@ -72,7 +72,7 @@ def test_harness_scaled_no_residual_with_mask():
 def test_golden(use_residual, scaling):
     heads, att = 2, 3
     layer = InteractingLayer(
-        num_heads=heads, att_dim=att, use_residual=use_residual, scaling=scaling
+        num_heads=heads, key_dim=att, use_residual=use_residual, scaling=scaling
     )
     x = _fields()
     out, weights = layer(x, return_attention_scores=True)
@@ -99,7 +99,7 @@ def test_scaling_changes_the_weights():
 
 
 def test_mask_invariance_and_padded_fields():
-    layer = InteractingLayer(num_heads=2, att_dim=4)
+    layer = InteractingLayer(num_heads=2, key_dim=4)
     x = _fields()
     mask = np.ones((4, 6), bool)
     mask[1, 3:] = False
@@ -117,8 +117,8 @@ def test_mask_invariance_and_padded_fields():
 @pytest.mark.generation_specific
 def test_stacks_in_a_functional_model():
     inputs = keras.Input((39, 16))
-    h = InteractingLayer(num_heads=2, att_dim=8)(inputs)
-    h = InteractingLayer(num_heads=2, att_dim=8)(h)
+    h = InteractingLayer(num_heads=2, key_dim=8)(inputs)
+    h = InteractingLayer(num_heads=2, key_dim=8)(h)
     model = keras.Model(inputs, h)
     assert model(np.ones((2, 39, 16), "float32")).shape == (2, 39, 16)
     assert len(model.trainable_weights) == 8
@@ -128,8 +128,8 @@ def test_stacks_in_a_functional_model():
     ("kwargs", "match"),
     [
         ({"num_heads": 0}, "num_heads=0"),
-        ({"att_dim": -1}, "att_dim=-1"),
-        ({"att_dim": 2.5}, "att_dim=2.5"),
+        ({"key_dim": -1}, "key_dim=-1"),
+        ({"key_dim": 2.5}, "key_dim=2.5"),
     ],
 )
 def test_validation(kwargs, match):
@@ -140,3 +140,40 @@ def test_validation(kwargs, match):
 def test_input_rank_error():
     with pytest.raises(ValueError, match=r"inputs.shape=\(2, 3\)"):
         InteractingLayer()(np.ones((2, 3), "float32"))
+
+
+def test_att_dim_is_the_old_spelling_of_key_dim():
+    x = _fields()
+    new = InteractingLayer(num_heads=2, key_dim=3)
+    with pytest.warns(DeprecationWarning, match="use `key_dim=`"):
+        old = InteractingLayer(num_heads=2, att_dim=3)
+    assert old.key_dim == new.key_dim == 3
+    with pytest.warns(DeprecationWarning, match="InteractingLayer.att_dim"):
+        assert old.att_dim == 3
+    # A config saved before the rename still loads, with the same layer.
+    config = {**new.get_config(), "att_dim": 3}
+    del config["key_dim"]
+    with pytest.warns(DeprecationWarning, match="att_dim"):
+        restored = InteractingLayer.from_config(config)
+    assert restored.get_config() == new.get_config()
+    new(x), restored(x)
+    for a, b in zip(restored.kernels, new.kernels):
+        a.assign(b)
+    np.testing.assert_array_equal(np.asarray(restored(x)), np.asarray(new(x)))
+    with pytest.raises(ValueError, match="not both"):
+        InteractingLayer(key_dim=3, att_dim=3)
+
+
+def test_build_ctr_model_takes_att_dim_with_a_warning():
+    import pandas as pd
+
+    from keras_attn.features import infer_features
+    from keras_attn.models import build_ctr_model
+
+    df = pd.DataFrame({"a": ["x", "y"], "b": [1.0, 2.0], "click": [0, 1]})
+    specs = infer_features(df, labels=["click"])
+    with pytest.warns(DeprecationWarning, match="build_ctr_model"):
+        model = build_ctr_model(specs, ["click"], interacting_layers=1, att_dim=3)
+    assert model.interaction[0].key_dim == 3
+    with pytest.raises(TypeError, match="unexpected keyword arguments: \\['atd'\\]"):
+        build_ctr_model(specs, ["click"], atd=3)

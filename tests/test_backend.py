@@ -1,5 +1,6 @@
 """keras_attn.backend: Keras resolution, import side effects, the masked softmax."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -115,3 +116,27 @@ def test_masked_softmax_reads_integer_masks_as_nonzero():
 def test_mask_fill_value_is_finite_for_half_precision():
     assert mask_fill_value("float16") == np.finfo(np.float16).min
     assert np.isfinite(np.float16(mask_fill_value("float16")))
+
+
+@pytest.mark.parametrize("writer", ["write_saved_model", "export_saved_model"])
+def test_a_saved_model_write_says_nothing(writer, tmp_path, capsys, caplog):
+    # Where TensorFlow's INFO lines show (a notebook), a save logged "Assets written
+    # to: <temporary folder>" and tf_keras printed the endpoints: the export's caller
+    # reports the final path itself.
+    from keras_attn import backend
+
+    x = keras.Input(shape=(2,), name="x")
+    model = keras.Model({"x": x}, keras.layers.Dense(1)(x))
+    spec = {"x": tf.TensorSpec([None, 2], tf.float32, name="x")}
+    capsys.readouterr()
+    with caplog.at_level(logging.INFO, logger="tensorflow"):
+        if writer == "write_saved_model":
+            serve = {"serve": lambda d: model(d["x"])}
+            backend.write_saved_model(model, str(tmp_path / "m"), serve, [spec])
+        else:
+            backend.export_saved_model(model, str(tmp_path / "m"))
+        # The logger's level is restored after the write.
+        assert tf.get_logger().level == logging.INFO
+    assert (tmp_path / "m" / "saved_model.pb").exists()
+    assert capsys.readouterr().out == ""
+    assert [r.getMessage() for r in caplog.records] == []

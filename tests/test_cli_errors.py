@@ -61,6 +61,18 @@ def test_too_few_rows_for_one_step_fail_before_training(tmp_path, capsys, rows, 
 
 
 @pytest.mark.generation_neutral
+def test_an_empty_validation_file_fails_before_training(
+    tmp_path, capsys, data, monkeypatch
+):
+    _no_training(monkeypatch)
+    empty = tmp_path / "validation.csv"
+    _frame().iloc[:0].to_csv(empty, index=False)
+    assert _train(tmp_path, data, "--validation", empty) == 2
+    err = _error(capsys)
+    assert re.search(r"--validation .*validation\.csv: a header and no records", err)
+
+
+@pytest.mark.generation_neutral
 @pytest.mark.parametrize(
     "click, extra, match",
     [
@@ -84,7 +96,19 @@ def test_labels_are_checked_before_training(tmp_path, capsys, click, extra, matc
     assert re.search(match, _error(capsys))
 
 
-def test_the_export_target_is_checked_before_training(tmp_path, capsys, data):
+def _no_training(monkeypatch):
+    import keras_attn.models
+
+    def fit(*args, **kwargs):
+        raise AssertionError("training started before the check")
+
+    monkeypatch.setattr(keras_attn.models, "fit_ctr_model", fit)
+
+
+def test_the_export_target_is_checked_before_training(
+    tmp_path, capsys, data, monkeypatch
+):
+    _no_training(monkeypatch)
     (tmp_path / "exp" / "1").mkdir(parents=True)
     assert _train(tmp_path, data, "--export", tmp_path / "exp", "--version", 1) == 2
     err = _error(capsys)
@@ -92,6 +116,28 @@ def test_the_export_target_is_checked_before_training(tmp_path, capsys, data):
     (tmp_path / "file").write_text("x")
     assert _train(tmp_path, data, "--export", tmp_path / "file") == 2
     assert "is a file" in _error(capsys)
+    assert _train(tmp_path, data, "--export", tmp_path / "file" / "m") == 2
+    assert "is under the file" in _error(capsys)  # not "no write permission"
+
+
+@pytest.mark.generation_neutral
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--backup-dir", "file"], r"`--backup-dir` must be a folder.*is a file"),
+        (["--checkpoint-dir", "file/c"], r"`--checkpoint-dir` .*under the file"),
+        (["--labels", "click,click"], r"--labels click,click: names \['click'\] more"),
+    ],
+)
+def test_folders_and_labels_are_checked_before_training(
+    tmp_path, capsys, data, monkeypatch, extra, match
+):
+    # --backup-dir naming a file failed after the first epoch, without its name.
+    _no_training(monkeypatch)
+    (tmp_path / "file").write_text("x")
+    extra = [str(tmp_path / e) if "file" in e else e for e in extra]
+    assert _train(tmp_path, data, *extra) == 2
+    assert re.search(match, _error(capsys))
 
 
 def test_awkward_column_names_are_renamed_for_serving(tmp_path, capsys):

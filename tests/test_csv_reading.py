@@ -219,3 +219,29 @@ def test_column_names_a_signature_cannot_carry_are_renamed_or_refused():
         ("home_city_2", "home city"),
         ("home_city", None),
     ]
+
+
+@pytest.mark.generation_neutral
+def test_fit_ctr_model_refuses_too_little_data_before_training(tmp_path):
+    # Under Keras 3, 10 rows at a batch of 16 ran 0 steps an epoch and returned
+    # the untrained model; an empty validation file was named `data`.
+    from keras_attn.models import build_ctr_model, fit_ctr_model
+
+    df = pd.DataFrame({"c": ["a", "b"] * 10, "x": np.arange(20.0), "y": [0, 1] * 10})
+    specs = infer_features(df, labels=["y"])
+    model = build_ctr_model(specs, ["y"], num_experts=1, embedding_dim=2)
+    small = tmp_path / "small.csv"
+    df.iloc[:10].to_csv(small, index=False)
+    with pytest.raises(ValueError, match=r"one full batch.*10 rows, batch_size=16"):
+        fit_ctr_model(model, small, batch_size=16)
+    empty = tmp_path / "empty.csv"
+    df.iloc[:0].to_csv(empty, index=False)
+    whole = tmp_path / "whole.csv"
+    df.to_csv(whole, index=False)
+    with pytest.raises(ValueError, match=r"`validation_data` .*empty\.csv',\) with"):
+        fit_ctr_model(model, whole, batch_size=16, validation_data=empty)
+    with pytest.raises(ValueError, match=r"`validation_data` .*an empty DataFrame"):
+        fit_ctr_model(model, df, batch_size=16, validation_data=df.iloc[:0])
+    # A folder written after the first epoch, with a file in the way: before it.
+    with pytest.raises(ValueError, match=r"`backup_dir` must be a folder.*is a file"):
+        fit_ctr_model(model, whole, batch_size=16, backup_dir=whole)

@@ -20,7 +20,7 @@ from keras_attn.models import Task, build_ctr_model, compile_ctr_model
 from keras_attn.models.ctr import fit_ctr_model, gate_weights_model, split_ctr_model
 
 TINY = dict(
-    embedding_dim=4, num_experts=2, expert_units=(8,), tower_units=(4,), att_dim=4
+    embedding_dim=4, num_experts=2, expert_units=(8,), tower_units=(4,), key_dim=4
 )
 
 

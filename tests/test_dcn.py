@@ -183,7 +183,7 @@ def test_ctr_model_takes_a_cross_beside_an_interacting_layer(tmp_path):
         specs,
         ["click"],
         embedding_dim=4,
-        interaction=[InteractingLayer(num_heads=1, att_dim=4), FeatureCross(2, 3)],
+        interaction=[InteractingLayer(num_heads=1, key_dim=4), FeatureCross(2, 3)],
     )
     assert isinstance(model.interaction[1], FeatureCross)
     model.compile("adam", loss="binary_crossentropy")

@@ -113,7 +113,7 @@ CASES = {
     ),
     "interacting": (
         InteractingLayer,
-        {"num_heads": 2, "att_dim": 4},
+        {"num_heads": 2, "key_dim": 4},
         {"inputs": _x(2, 4, D), "mask": _mask(2, 4)},
         {0: (1,)},
         None,

@@ -46,7 +46,7 @@ def _ctr():
         SPECS,
         ["click", "buy"],
         embedding_dim=4,
-        interaction=[InteractingLayer(num_heads=1, att_dim=4, name="interacting")],
+        interaction=[InteractingLayer(num_heads=1, key_dim=4, name="interacting")],
         sequence_pooling={"history": AttentionSequencePooling(hidden_units=(4,))},
         multitask=PLE(["click", "buy"], expert_units=[4], num_levels=1),
         towers={"buy": keras.Sequential([keras.layers.Dense(3, activation="relu")])},
@@ -154,7 +154,7 @@ def test_keras_file_rebuilds_the_class_with_its_settings(name, tmp_path):
 
 
 def test_ctr_model_keeps_the_parts_it_was_given():
-    interaction = InteractingLayer(num_heads=1, att_dim=4)
+    interaction = InteractingLayer(num_heads=1, key_dim=4)
     mmoe = MMoE(["click", "buy"], num_experts=2, expert_units=[4])
     tower = keras.layers.Dense(3, activation="relu")
     model = CTRModel(

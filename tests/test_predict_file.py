@@ -2,6 +2,9 @@
 never written over, the input is never the output, and the output appears whole
 (a temporary file renamed at the end) or not at all."""
 
+import os
+import stat
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -92,3 +95,41 @@ def test_an_output_folder_that_does_not_exist_fails_before_reading(exported):
             output=exported["tmp"] / "no" / "out.csv",
             progress=False,
         )
+
+
+def test_the_output_gets_the_mode_of_a_file_the_user_writes(exported):
+    # The temporary file is private (0600); a server or a colleague reading the
+    # predictions must not lose access because they were written whole.
+    umask = os.umask(0o022)
+    try:
+        new = exported["tmp"] / "new.jsonl"
+        predict_file(exported["path"], exported["data"], output=new, progress=False)
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        new.chmod(0o640)
+        predict_file(exported["path"], exported["data"], output=new, progress=False)
+        assert stat.S_IMODE(new.stat().st_mode) == 0o640  # an old output's mode
+    finally:
+        os.umask(umask)
+
+
+def test_an_export_without_feature_specs_reads_numbers_from_a_csv(tmp_path):
+    # The reader gives text; a float or int input took "1.5" as a str and failed.
+    from keras_attn.backend import keras
+
+    x = keras.Input(shape=(), dtype="float32", name="x")
+    k = keras.Input(shape=(), dtype="int64", name="k")
+    s = keras.Input(shape=(), dtype="string", name="s")
+    both = keras.layers.Concatenate()(
+        [keras.layers.Reshape((1,))(x), keras.layers.Reshape((1,))(k)]
+    )
+    model = keras.Model({"x": x, "k": k, "s": s}, {"y": both})
+    path = export(model, tmp_path / "exp")
+    data = tmp_path / "d.csv"
+    data.write_text("x,k,s\n1.5,2,a\nNA,3.0,NA\n-2e1, 04 ,\n")
+    predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)
+    rows = pd.read_json(tmp_path / "o.jsonl", lines=True)["y"].tolist()
+    assert rows[0] == [1.5, 2.0] and rows[2] == [-20.0, 4.0]
+    assert pd.isna(rows[1][0]) and rows[1][1] == 3.0  # NaN, as the float input takes it
+    data.write_text("x,k,s\n1.5,2,a\n1,two,b\n")
+    with pytest.raises(ValueError, match=r"d\.csv', line 3, column 'k'"):
+        predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)

@@ -188,7 +188,7 @@ def _feed_forward(d):
 def _interacting(d):
     fields, dim = _seq(d)
     heads = d.choice([1, 2], "num_heads")
-    layer = L.InteractingLayer(num_heads=heads, att_dim=4, dtype=d.policy)
+    layer = L.InteractingLayer(num_heads=heads, key_dim=4, dtype=d.policy)
     args = (d.x(fields, dim),)
     return layer, args, dict(mask=d.mask(fields)), (d.batch, fields, heads * 4)
 

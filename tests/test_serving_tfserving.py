@@ -218,7 +218,7 @@ def served(tmp_path_factory):
         tower_units=(4,),
         gate="attention",
         interacting_layers=1,
-        att_dim=4,
+        key_dim=4,
     )
     ctr_path = export(
         ctr,

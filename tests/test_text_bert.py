@@ -240,7 +240,7 @@ def test_pretraining_arguments_are_checked(kwargs, match):
         fit_text_classifier(TEXTS, LABELS, **kwargs)
 
 
-def test_cli_pretrain_epochs_reaches_the_fit(tmp_path, monkeypatch):
+def test_cli_pretrain_epochs_reaches_the_fit(tmp_path, monkeypatch, capsys):
     csv = tmp_path / "reviews.csv"
     rows = "\n".join(f'"{t}",{y}' for t, y in zip(TEXTS, LABELS))
     csv.write_text("review,label\n" + rows, encoding="utf-8")
@@ -258,8 +258,10 @@ def test_cli_pretrain_epochs_reaches_the_fit(tmp_path, monkeypatch):
     assert (received["pretrain_epochs"], received["pretrain_steps"]) == (3, 5)
     assert main(args) == 0
     assert (received["pretrain_epochs"], received["pretrain_steps"]) == (0, None)
-    with pytest.raises(SystemExit, match="--pretrain-steps needs --pretrain-epochs"):
-        main([*args, "--pretrain-steps", "5"])
+    # A usage error: one line on stderr and exit status 2 (issue 28).
+    capsys.readouterr()
+    assert main([*args, "--pretrain-steps", "5"]) == 2
+    assert "--pretrain-steps needs --pretrain-epochs" in capsys.readouterr().err
     args[args.index("bert")] = "han"
-    with pytest.raises(SystemExit, match="--pretrain-epochs needs --model bert"):
-        main([*args, "--pretrain-epochs", "1"])
+    assert main([*args, "--pretrain-epochs", "1"]) == 2
+    assert "--pretrain-epochs needs --model bert" in capsys.readouterr().err

@@ -52,6 +52,12 @@ def test_files_give_missing_cells_as_none(tmp_path):
     texts, labels = read_text_file(jsonl, "text", "label")
     assert texts == ["good", "bad", None, "fine"]
     assert labels == ["pos", None, "neg", 3.0]
+    # A list of sentences (review_polarity's layout) with a null in it.
+    jsonl.write_text(
+        '{"text": ["One.", "Two."], "label": 1}\n{"text": ["a", null], "label": 0}\n'
+    )
+    with pytest.raises(ValueError, match=r"d\.jsonl', line 2: 'text' must be a"):
+        read_text_file(jsonl, "text", "label")
     csv = tmp_path / "d.csv"
     csv.write_text('text,label\ngood,pos\nbad,\n,neg\nNA,NA\n"NA ok",3.0\n')
     texts, labels = read_text_file(csv, "text", "label")

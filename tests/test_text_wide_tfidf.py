@@ -228,7 +228,7 @@ def test_mix_picks_the_grid_point_of_least_log_loss_and_folds_it_in():
     for layer in (model.wide, model.output_dense):
         layer.kernel.assign(rng.normal(size=layer.kernel.shape).astype("float32"))
         layer.bias.assign(rng.normal(size=layer.bias.shape).astype("float32"))
-    inputs = _model_inputs(tokenizer, model.wide, DOCS)
+    inputs = _model_inputs(model, tokenizer, DOCS)
     y = np.array([0, 1, 1, 0, 1])
     wide_logits = model.wide(inputs["ngram_ids"]).numpy()
     deep_logits = keras.Model(model.inputs, model.output_dense.output)(inputs).numpy()

@@ -44,7 +44,7 @@ def _ranking_model(tfrs, vocab):
     fields = FieldEmbedding(vocab, embedding_dim=8, num_numeric=len(NUMERIC))(
         categorical, numeric=numeric
     )  # (batch, 39, 8)
-    interactions = InteractingLayer(num_heads=2, att_dim=4)(fields)
+    interactions = InteractingLayer(num_heads=2, key_dim=4)(fields)
     flat = keras.layers.Flatten()(interactions)
     crossed = tfrs.layers.dcn.Cross()(flat)
     experts = MMoE(["ctr"], num_experts=2, expert_units=(16,))(crossed)

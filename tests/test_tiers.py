@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.__main__ import CI_TIER, ONLY_DIFFERING, _runs
+from tests.__main__ import CI_TIER, ONLY_DIFFERING, _runs, _split_runs
 from tests.harness import require_both_generations
 
 pytestmark = pytest.mark.generation_neutral
@@ -25,6 +25,25 @@ def test_a_marker_expression_is_kept_in_both_runs(spelling):
 def test_full_tier_runs_the_same_tests_under_both():
     (_, _, args3), (_, _, args2) = _runs(True, ["-m", "not slow", "-q"])
     assert args3 == args2 == ["-q", "-m", "not slow"]
+
+
+@pytest.mark.parametrize("extra", [[], ["-m", "slow"]])
+def test_full_coverage_splits_each_generation_into_the_ci_part_and_the_rest(extra):
+    ci_runs = _runs(False, ["-q", *extra])
+    split = _split_runs(["-q", *extra])
+    assert [(legacy, in_ci) for _, legacy, _, in_ci in split] == [
+        (False, True),
+        (False, False),
+        (True, True),
+        (True, False),
+    ]
+    for (_, legacy, ci_args), part, rest in zip(ci_runs, split[::2], split[1::2]):
+        # The CI part is exactly that generation's CI-tier run...
+        assert part[1:3] == (legacy, ci_args)
+        # ...and the rest is its complement within the user's expression.
+        ci_expression = ci_args[-1]
+        expected = f"not ({ci_expression})" + (" and (slow)" if extra else "")
+        assert rest[2] == ["-q", "-m", expected]
 
 
 def test_the_harness_refuses_to_run_in_a_generation_neutral_test():

@@ -314,3 +314,18 @@ def test_the_mask_helper_is_public_in_backend():
     assert out.dtype == tf.bool and out.numpy().tolist() == [[True, False, True]]
     mask = tf.constant([[True, False]])
     assert as_bool_mask(mask) is mask
+
+
+def test_a_folder_written_after_training_is_checked_before_it(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(ValueError, match=r"`backup_dir` must be a folder.*is a file"):
+        _validation.check_folder("backup_dir", file)
+    with pytest.raises(ValueError, match=r"which is under the file '.*file'"):
+        _validation.check_folder("x", file / "sub" / "deeper")
+    assert _validation.check_folder("x", tmp_path / "new" / "deeper") == tmp_path
+    # The text fit pretrains (BERT) and fits its wide part before the deep part's
+    # callbacks were made: the folder failed after that work.
+    texts, labels = ["a b", "c d"] * 10, ["x", "y"] * 10
+    with pytest.raises(ValueError, match=r"`checkpoint_dir` must be a folder"):
+        fit_text_classifier(texts, labels, checkpoint_dir=file, epochs=1)

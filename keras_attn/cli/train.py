@@ -60,6 +60,17 @@ def add_distribute_arguments(parser) -> None:
     )
 
 
+def _check_folders(args) -> None:
+    """--backup-dir and --checkpoint-dir, written after the first epoch, checked
+    before training."""
+    from keras_attn._validation import check_folder
+
+    for flag in ("--backup-dir", "--checkpoint-dir"):
+        folder = getattr(args, flag[2:].replace("-", "_"))
+        if folder is not None:
+            check_folder(flag, folder)
+
+
 def _split(text):
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
@@ -133,6 +144,10 @@ def train_ctr(args: argparse.Namespace) -> int:
     labels = _split(args.labels)
     if not labels:
         raise UsageError("--labels: give at least one label column, e.g. click,buy")
+    twice = sorted({c for c in labels if labels.count(c) > 1})
+    if twice:
+        raise UsageError(f"--labels {args.labels}: names {twice} more than once")
+    _check_folders(args)
     positives = _positives(args, labels)
     files = _files(args, args.data)
     with argument("--data", args.data):
@@ -171,7 +186,8 @@ def train_ctr(args: argparse.Namespace) -> int:
     if args.validation:
         validation = _files(args, args.validation)
         with argument("--validation", args.validation):
-            count_rows(validation, tasks, specs)
+            if not count_rows(validation, tasks, specs):
+                raise ValueError("a header and no records: nothing to validate on")
     if renamed:
         print(f"Serving input names for columns: {renamed}")
     kwargs = dict(
@@ -298,6 +314,13 @@ def read_text_file(
                         )
                 text = row[text_column]
                 if isinstance(text, list):
+                    if not all(isinstance(t, (str, int, float)) for t in text):
+                        # str(None) would put the word "None" in the document.
+                        raise ValueError(
+                            f"JSON-lines file {str(path)!r}, line {number}: "
+                            f"{text_column!r} must be a text or a list of "
+                            f"sentences (strings). Received: {text!r:.200}"
+                        )
                     text = " ".join(str(t) for t in text)
                 texts.append(text)
                 labels.append(row[label_column])
@@ -332,6 +355,29 @@ def train_text(args: argparse.Namespace) -> int:
     from keras_attn.serving import check_export_target, export
     from keras_attn.text import text_labels
 
+    if args.checkpoint is not None:
+        if args.model not in (None, "bert"):
+            raise UsageError(
+                f"--checkpoint needs --model bert (received --model {args.model})"
+            )
+        args.model = "bert"
+        given = [
+            flag
+            for flag, value in (
+                ("--vocab", args.vocab),
+                ("--embedding-dim", args.embedding_dim),
+                ("--num-layers", args.num_layers),
+                ("--num-heads", args.num_heads),
+                ("--pretrain-epochs", args.pretrain_epochs),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} cannot be used with --checkpoint (the "
+                "checkpoint's config.json and vocab.txt set them)"
+            )
+    args.model = args.model or "han"
     if args.pretrain_epochs and args.model != "bert":
         raise UsageError(
             f"--pretrain-epochs needs --model bert (received --model {args.model})"
@@ -342,6 +388,7 @@ def train_text(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--text-column and --label-column name one column: {args.text_column!r}"
         )
+    _check_folders(args)
     with argument("--data", args.data):
         texts, labels = read_text_file(
             args.data, args.text_column, args.label_column, encoding=args.encoding
@@ -360,6 +407,7 @@ def train_text(args: argparse.Namespace) -> int:
         f"{args.data}: {len(texts)} documents{dropped} ({args.validation_split:.0%} "
         f"of them, stratified, for early stopping), classes {sorted(set(labels))}; "
         f"model {args.model}"
+        + (f", fine-tuning {args.checkpoint}" if args.checkpoint else "")
     )
     # Widths not given fall back to fit_text_classifier's MODEL_DEFAULTS.
     if args.model == "han":
@@ -395,6 +443,7 @@ def train_text(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir,
         pretrain_epochs=args.pretrain_epochs,
         pretrain_steps=args.pretrain_steps,
+        checkpoint=args.checkpoint,
         **kwargs,
     )
     print(f"settings: {clf.settings}")
@@ -520,11 +569,17 @@ def _add_text(kinds) -> None:
     p.add_argument(
         "--model",
         choices=["han", "transformer", "bert"],
-        default="han",
         help="han: hierarchical attention (bi-GRU); transformer: encoder over words; "
-        "bert: a BERT encoder over WordPiece, trained from scratch or, with "
-        "--pretrain-epochs, pretrained with masked LM on the training documents "
-        "first",
+        "bert: a BERT encoder over WordPiece, fine-tuned from --checkpoint, or "
+        "trained from scratch or, with --pretrain-epochs, pretrained with masked "
+        "LM on the training documents first (default: han; bert with --checkpoint)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="fine-tune this pretrained Hugging Face model folder (config.json, "
+        "model.safetensors, vocab.txt; model type bert, distilbert or albert) "
+        "with its own tokenizer; the export keeps the tokenizer inside",
     )
     p.add_argument(
         "--vocab",
@@ -546,7 +601,8 @@ def _add_text(kinds) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="add the wide part (a TF-IDF logistic regression on hashed word uni- "
-        "and bigrams; default: on for han and transformer, off for bert)",
+        "and bigrams; default: on for han, transformer and --checkpoint, off for "
+        "bert from scratch)",
     )
     p.add_argument(
         "--wide-training",
@@ -567,7 +623,11 @@ def _add_text(kinds) -> None:
         "--num-layers", type=positive, help="Transformer/BERT layers" + widths
     )
     p.add_argument("--num-heads", type=positive, help="Transformer/BERT heads" + widths)
-    p.add_argument("--epochs", type=positive, default=20, help="most training epochs")
+    p.add_argument(
+        "--epochs",
+        type=positive,
+        help="most training epochs (default: 20; with --checkpoint, 4)",
+    )
     p.add_argument(
         "--pretrain-epochs",
         type=non_negative,
@@ -583,7 +643,10 @@ def _add_text(kinds) -> None:
     )
     p.add_argument("--batch-size", type=positive, default=32, help="batch size")
     p.add_argument(
-        "--learning-rate", type=positive_float, default=1e-3, help="Adam's rate"
+        "--learning-rate",
+        type=positive_float,
+        help="Adam's rate (default: 1e-3; with --checkpoint, AdamW's peak rate "
+        "5e-5, warmed up and decayed linearly)",
     )
     p.add_argument(
         "--validation-split",

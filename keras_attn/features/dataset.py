@@ -256,7 +256,9 @@ def _csv_pass(files: CSVFiles, features, labels: list[_Label]) -> _CSVPass:
             room = 5 - len(result.missing[x.column])
             source = frame.attrs["source"]
             result.missing[x.column] += [f"line {g} of {source!r}" for g in gaps[:room]]
-    _PASSES.clear()  # one kept: a fit reads one data set
+    # Two kept: a fit reads its training and its validation files.
+    while len(_PASSES) >= 2:
+        del _PASSES[next(iter(_PASSES))]
     _PASSES[key] = result
     return result
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from keras_attn.backend import keras
+from keras_attn.backend import ReplicaBuild, keras
 
 __all__ = ["FunctionalModel", "Parts", "arguments_of"]
 
@@ -36,7 +36,7 @@ class Parts:
         self.__dict__.update(layers)
 
 
-class FunctionalModel(keras.Model):
+class FunctionalModel(ReplicaBuild, keras.Model):
     """A functional `keras.Model` that keeps its constructor's arguments and parts.
 
     A subclass builds a `Parts`, wires its graph, then calls `_init_functional`.

@@ -292,15 +292,23 @@ class BertClassifier(FunctionalModel):
     it is the attribute `backbone` and travels in the config, so a `.keras` file
     reloads both. Compile with `keras_attn.models.compile_text_classifier`.
 
+    With `wide`, the head is wide and deep as HAN's and the Transformer's: the
+    `Dense` gives logits, an `NgramLinear` over hashed word n-grams (a third input
+    `ngram_ids`) adds its own, then the softmax; `deep_part_model` and
+    `wide_part_model` give each part alone.
+
     Args:
         backbone: a `BertBackbone`.
         num_classes: int >= 2.
         dropout: float in [0, 1). Defaults to 0.1.
         class_names: optional list of str: `label` gives names. Defaults to None.
+        wide: bool or dict. The wide part (`NgramLinear` arguments, see
+            `head_layers`). Defaults to False (none).
         name: str. Defaults to "bert_classifier".
 
     Call arguments:
-        inputs: `{"token_ids", "segment_ids"}`, int32 `(batch, sequence_length)`.
+        inputs: `{"token_ids", "segment_ids"}`, int32 `(batch, sequence_length)`,
+            and `"ngram_ids"` `(batch, max_ngrams)` with a wide part.
 
     Returns:
         `{"probabilities": (batch, num_classes), "label": (batch,)}`.
@@ -324,6 +332,7 @@ class BertClassifier(FunctionalModel):
         num_classes: int,
         dropout: float = 0.1,
         class_names: list[str] | None = None,
+        wide: bool | dict = False,
         name: str = "bert_classifier",
         **kwargs,
     ):
@@ -337,25 +346,56 @@ class BertClassifier(FunctionalModel):
             "dropout": dropout,
             "class_names": class_names,
         }
+        if wide not in (None, False):
+            # Only a wide classifier records it: other configs stay as they were.
+            arguments["wide"] = wide
         parts = Parts(
             backbone=backbone,
             classifier_dropout=keras.layers.Dropout(dropout, name="classifier_dropout"),
-            **head_layers(num_classes, class_names),
+            **head_layers(num_classes, class_names, wide),
         )
 
-        length = backbone.sequence_length
-        ids = keras.Input(shape=(length,), dtype="int32", name="token_ids")
-        segments = keras.Input(shape=(length,), dtype="int32", name="segment_ids")
-        pooled = backbone({"token_ids": ids, "segment_ids": segments})["pooled_output"]
+        inputs = self._deep_inputs(backbone)
+        ngram_ids = None
+        if parts.wide is not None:
+            ngram_ids = keras.Input(
+                shape=(parts.wide.max_ngrams,), dtype="int32", name="ngram_ids"
+            )
+            inputs["ngram_ids"] = ngram_ids
+        pooled = backbone(
+            {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
+        )["pooled_output"]
         self._init_functional(
-            {"token_ids": ids, "segment_ids": segments},
-            head_outputs(parts, parts.classifier_dropout(pooled)),
+            inputs,
+            head_outputs(parts, parts.classifier_dropout(pooled), ngram_ids),
             parts,
             arguments,
             name,
             CLASSIFIER_SETTINGS,
             **kwargs,
         )
+
+    @staticmethod
+    def _deep_inputs(backbone) -> dict:
+        length = backbone.sequence_length
+        return {
+            "token_ids": keras.Input(shape=(length,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(
+                shape=(length,), dtype="int32", name="segment_ids"
+            ),
+        }
+
+    def deep_inputs(self) -> dict:
+        """New `keras.Input`s of the deep part: `{"token_ids", "segment_ids"}`."""
+        return self._deep_inputs(self.backbone)
+
+    def pooled_features(self, inputs):
+        """The pooled vector (after the head's dropout) that the head takes, from
+        `{"token_ids", "segment_ids"}`; on symbolic or eager tensors."""
+        pooled = self.backbone(
+            {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
+        )["pooled_output"]
+        return self.classifier_dropout(pooled)
 
     def get_config(self):
         return {
@@ -415,7 +455,15 @@ class BertClassifier(FunctionalModel):
     def save_pretrained(self, path, preprocessor=None) -> None:
         """Writes a Hugging Face `*ForSequenceClassification` folder: the backbone
         under its model type's prefix, the head (`classifier.*`), `id2label` from
-        `class_names`, and `preprocessor`'s tokenizer files when given."""
+        `class_names`, and `preprocessor`'s tokenizer files when given. A wide
+        part has no place in that layout: a wide classifier raises ValueError."""
+        if self.wide is not None:
+            raise ValueError(
+                f"{self.name!r} has a wide part (an n-gram logistic regression), "
+                "which a Hugging Face folder cannot hold: save its backbone "
+                "(`classifier.backbone.save_pretrained(path)`) or export it "
+                "(`keras_attn.serving.export`)."
+            )
         save_folder(path, self.backbone, classifier=self, preprocessor=preprocessor)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from keras_attn import distribute, training
 from keras_attn._validation import check_finite
-from keras_attn.backend import keras, register, tf
+from keras_attn.backend import ReplicaBuild, keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.models.bert import check_backbone
 from keras_attn.precision import check_model_policy, resolve_jit_compile
@@ -123,7 +123,7 @@ class MaskedLMAccuracy(keras.metrics.Metric):
 
 
 @register
-class BertPretrainer(keras.Model):
+class BertPretrainer(ReplicaBuild, keras.Model):
     """A `BertBackbone` with BERT's masked-LM and next-sentence heads.
 
     MLM: `h = LN(gelu(W·x_p + c))` at each masked position `p`, then

@@ -122,18 +122,24 @@ def _outputs(head, logits) -> dict:
 def deep_part_model(classifier):
     """The deep part of a wide-and-deep classifier alone, sharing its weights.
 
-    Token ids `(batch, *classifier.token_shape)` -> the classifier's encoder and
+    Token ids `(batch, *classifier.token_shape)` (a `BertClassifier`: its
+    `deep_inputs()`, token and segment ids) -> the classifier's encoder and
     `output_dense` -> softmax: `{"probabilities", "label"}`, as the classifier
     without its wide logits. Training it trains the classifier's deep layers.
 
     Args:
-        classifier: a `HANClassifier` or `TransformerClassifier` with a wide part.
+        classifier: a `HANClassifier`, `TransformerClassifier` or
+            `BertClassifier` with a wide part.
 
     Returns:
-        A functional `keras.Model` with the input `token_ids`.
+        A functional `keras.Model` with the input `token_ids` (a
+        `BertClassifier`'s: `{"token_ids", "segment_ids"}`).
     """
     _check_wide(classifier)
-    ids = keras.Input(shape=classifier.token_shape, dtype="int32", name="token_ids")
+    if hasattr(classifier, "deep_inputs"):
+        ids = classifier.deep_inputs()
+    else:
+        ids = keras.Input(shape=classifier.token_shape, dtype="int32", name="token_ids")
     logits = classifier.output_dense(classifier.pooled_features(ids))
     return keras.Model(ids, _outputs(classifier, logits), name="deep_part")
 
@@ -160,8 +166,8 @@ def _check_wide(classifier):
     wide = wide_layer(classifier)
     if wide is None or not hasattr(classifier, "pooled_features"):
         raise ValueError(
-            "`classifier` must be a HANClassifier or TransformerClassifier with a "
-            f"wide part (`wide=...`). Received: {type(classifier).__name__} with "
-            f"wide={wide!r}"
+            "`classifier` must be a HANClassifier, TransformerClassifier or "
+            "BertClassifier with a wide part (`wide=...`). Received: "
+            f"{type(classifier).__name__} with wide={wide!r}"
         )
     return wide

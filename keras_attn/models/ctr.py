@@ -26,11 +26,12 @@ from collections.abc import Sequence
 import pandas as pd
 
 from keras_attn import distribute, training
-from keras_attn._deprecation import warn_deprecated
+from keras_attn._deprecation import deprecated_argument, warn_deprecated
 from keras_attn._validation import (
     check_bool,
     check_choice,
     check_finite,
+    check_folder,
     check_int,
     check_positive_int,
 )
@@ -41,6 +42,7 @@ from keras_attn.features.preprocessing import (
     build_preprocessing,
     raw_input_spec,
 )
+from keras_attn.features.reader import csv_files
 from keras_attn.features.specs import features_from_json, features_to_json
 from keras_attn.layers import (
     PLE,
@@ -244,7 +246,7 @@ class CTRModel(FunctionalModel):
             Defaults to False.
         interaction: a layer or list of layers mapping the fields `(batch, fields,
             embedding_dim)` to `(batch, fields, dim)`, applied in turn, e.g.
-            `[InteractingLayer(num_heads=2, att_dim=8)]` (AutoInt) or
+            `[InteractingLayer(num_heads=2, key_dim=8)]` (AutoInt) or
             `[FeatureCross(num_layers=2)]` (DCN-v2, crossing the flat fields).
             Defaults to none.
         sequence_pooling: dict `{sequence feature: layer}` of the layers pooling a
@@ -585,7 +587,7 @@ def build_ctr_model(
     tower_units: Sequence[int] = (32,),
     interacting_layers: int = 0,
     num_heads: int = 2,
-    att_dim: int = 8,
+    key_dim: int | None = None,
     use_residual: bool = True,
     cross_layers: int = 0,
     cross_projection_dim: int | None = None,
@@ -598,6 +600,7 @@ def build_ctr_model(
     embeddings_regularizer=None,
     name: str = "ctr",
     mixed_precision: str = "float32",
+    **deprecated,
 ) -> CTRModel:
     """A `CTRModel` from flat arguments: the common cases in one call.
 
@@ -634,7 +637,8 @@ def build_ctr_model(
         tower_units: list of int. Each task's tower. Defaults to (32,).
         interacting_layers: int. AutoInt interacting layers. Defaults to 0.
         num_heads: int. Heads of each interacting layer. Defaults to 2.
-        att_dim: int. Size of each head. Defaults to 8.
+        key_dim: int. Size of each head (`att_dim` before; the old spelling
+            warns). Defaults to 8.
         use_residual: bool. Residual projection in the interacting layers.
         cross_layers: int. DCN-v2 cross layers (one `FeatureCross`) on the
             flat fields, after the interacting layers. Defaults to 0.
@@ -674,6 +678,13 @@ def build_ctr_model(
     >>> sorted(model.output_names), type(model.multitask).__name__
     (['buy', 'click'], 'MMoE')
     """
+    key_dim = deprecated_argument(
+        deprecated, "att_dim", "key_dim", key_dim, "build_ctr_model"
+    )
+    if deprecated:
+        raise TypeError(
+            f"build_ctr_model() got unexpected keyword arguments: {sorted(deprecated)}"
+        )
     check_mixed_precision(mixed_precision)
     with policy_scope(mixed_precision):
         tasks = as_tasks(tasks)
@@ -688,7 +699,7 @@ def build_ctr_model(
         interaction = [
             InteractingLayer(
                 num_heads=num_heads,
-                att_dim=att_dim,
+                key_dim=8 if key_dim is None else key_dim,
                 use_residual=use_residual,
                 name=f"interacting_{i}",
             )
@@ -1070,6 +1081,13 @@ def fit_ctr_model(
     check_positive_int("epochs", epochs)
     if mixed_precision is not None:
         check_mixed_precision(mixed_precision)
+    # Written after the first epoch: a file in the way fails now, not then.
+    for name, folder in (
+        ("backup_dir", backup_dir),
+        ("checkpoint_dir", checkpoint_dir),
+    ):
+        if folder is not None:
+            check_folder(name, folder)
     # CSV files are read once here: their records counted, their labels checked
     # (to_dataset reuses the pass), before any training.
     rows = count_rows(data, tasks, features)
@@ -1078,6 +1096,16 @@ def fit_ctr_model(
         raise ValueError(
             "`data` must hold at least one full batch of `batch_size` rows. "
             f"Received: {rows} rows, batch_size={batch_size}"
+        )
+    if validation_data is not None and not count_rows(validation_data, tasks, features):
+        # Named here: to_dataset would call it `data`.
+        shown = (
+            "an empty DataFrame"
+            if isinstance(validation_data, pd.DataFrame)
+            else f"CSV file(s) {csv_files(validation_data).paths} with a header only"
+        )
+        raise ValueError(
+            f"`validation_data` must have at least one row. Received: {shown}"
         )
     strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
     with strategy.scope():

@@ -21,7 +21,7 @@ import numpy as np
 
 from keras_attn._deprecation import moved
 from keras_attn._validation import check_bool, check_positive_int
-from keras_attn.backend import keras, register, tf
+from keras_attn.backend import ReplicaBuild, keras, register, tf
 from keras_attn.layers import seq2seq as seq2seq_layers
 from keras_attn.layers.seq2seq import ENCODERS, AttentionDecoder
 
@@ -110,7 +110,7 @@ def encode_characters(
 
 
 @register
-class Seq2Seq(keras.Model):
+class Seq2Seq(ReplicaBuild, keras.Model):
     """Encoder + `AttentionDecoder`, for teacher-forced training.
 
     Inputs `{"source_ids": (batch, src_len), "decoder_input_ids": (batch, tgt_len)}`

@@ -65,20 +65,30 @@ __all__ = [
     "compile_text_classifier",
     "han_attention_model",
     "load_bert_checkpoint",
+    "text_inputs",
     "wide_layer",
 ]
 
 
-def compile_text_classifier(model, learning_rate: float = 1e-3, **kwargs):
+def compile_text_classifier(
+    model, learning_rate: float = 1e-3, optimizer=None, **kwargs
+):
     """Compiles a classifier: sparse cross-entropy and accuracy on `probabilities`.
 
     Targets are class indices, given as `{"probabilities": y}` (the `label` output
-    has no loss). Extra keyword arguments go to `model.compile`.
+    has no loss). The optimizer is Adam at `learning_rate` unless `optimizer` is
+    given. Extra keyword arguments go to `model.compile`.
     """
-    if not isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
-        check_finite("learning_rate", learning_rate, minimum=0, exclusive_minimum=True)
+    if optimizer is None:
+        if not isinstance(
+            learning_rate, keras.optimizers.schedules.LearningRateSchedule
+        ):
+            check_finite(
+                "learning_rate", learning_rate, minimum=0, exclusive_minimum=True
+            )
+        optimizer = keras.optimizers.Adam(learning_rate)
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate),
+        optimizer=optimizer,
         loss={"probabilities": "sparse_categorical_crossentropy"},
         metrics={"probabilities": ["accuracy"]},
         **kwargs,
@@ -93,15 +103,17 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
     records (`HashedNgrams.matching(wide)`) computes the `ngram_ids` from the same
     strings inside the graph: the hashing of training (in `tf.data`) and of serving
     is one layer. A `BertClassifier` gets each document as one segment: `segment_ids` of
-    zeros (`SegmentIds`) beside the token ids.
+    zeros (`SegmentIds`) beside the token ids, or both from a `BertPreprocessor`
+    (see `text_inputs`).
 
     Args:
         classifier: a model from `build_han_classifier` or
             `build_transformer_classifier` (input `token_ids`, and `ngram_ids` with
-            a wide part), or a `BertClassifier` (`token_ids`, `segment_ids`).
+            a wide part), or a `BertClassifier` (`token_ids`, `segment_ids`, and
+            `ngram_ids` with a wide part).
         tokenizer: the `keras_attn.text` tokenizer layer used for training
             (`SentenceTokenizer` for HAN, `Tokenizer` for the Transformer and
-            BERT).
+            BERT), or the `BertPreprocessor` of a pretrained checkpoint.
         class_names: optional list of str: `label` gives names instead of indices.
         name: str. Model name. Defaults to the classifier's name + "_serving".
 
@@ -110,13 +122,9 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
         `{"probabilities": (batch, num_classes), "label": (batch,)}`.
     """
     text = keras.Input(shape=(), dtype="string", name="text")
-    ids = tokenizer(text)
-    wide = wide_layer(classifier)
-    if wide is not None:
-        ids = {"token_ids": ids, "ngram_ids": HashedNgrams.matching(wide)(text)}
-    elif isinstance(classifier, BertClassifier):
-        ids = {"token_ids": ids, "segment_ids": SegmentIds(name="segments")(ids)}
-    probabilities = classifier(ids)["probabilities"]
+    probabilities = classifier(text_inputs(classifier, tokenizer, text))[
+        "probabilities"
+    ]
     probabilities = keras.layers.Activation("linear", name="probabilities")(
         probabilities
     )
@@ -126,3 +134,35 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
         {"probabilities": probabilities, "label": label},
         name=name or f"{classifier.name}_serving",
     )
+
+
+def text_inputs(classifier, tokenizer, text):
+    """A classifier's inputs from a `(batch,)` string tensor (symbolic or eager).
+
+    The tokenizer's token ids; a `BertPreprocessor` gives token and segment ids,
+    any other tokenizer before a `BertClassifier` one segment a document
+    (`SegmentIds`: zeros); a wide part adds the n-gram ids of the `HashedNgrams`
+    its `NgramLinear` records. Training, serving and the explain signature all
+    build the inputs here.
+
+    Returns:
+        The token ids alone, or a dict of `token_ids` and `segment_ids` and/or
+        `ngram_ids`.
+    """
+    encoded = tokenizer(text)
+    if isinstance(encoded, dict):
+        inputs = dict(encoded)
+    elif isinstance(classifier, BertClassifier):
+        inputs = {
+            "token_ids": encoded,
+            "segment_ids": SegmentIds(name="segments")(encoded),
+        }
+    else:
+        inputs = encoded
+    wide = wide_layer(classifier)
+    if wide is None:
+        return inputs
+    if not isinstance(inputs, dict):
+        inputs = {"token_ids": inputs}
+    inputs["ngram_ids"] = HashedNgrams.matching(wide)(text)
+    return inputs

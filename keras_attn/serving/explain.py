@@ -12,15 +12,15 @@ and a `BertClassifier`, the attention of the `[CLS]` token in the last layer,
 
 from __future__ import annotations
 
-from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.backend import KERAS_3, keras
 from keras_attn.layers import InteractingLayer
 from keras_attn.layers.labels import PredictedLabel
 from keras_attn.models.bert import BertClassifier
 from keras_attn.models.classifier_head import apply_head
 from keras_attn.models.ctr import CTRModel
 from keras_attn.models.han import HANClassifier
+from keras_attn.models.text import text_inputs
 from keras_attn.models.transformer_classifier import TransformerClassifier
-from keras_attn.text.ngrams import HashedNgrams
 
 __all__ = ["ctr_explain_fn", "text_explain_fn"]
 
@@ -93,16 +93,10 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
         sharing the classifier's weights.
     """
     label = PredictedLabel(class_names, name="label")
-    wide = getattr(classifier, "wide", None)
-    hasher = HashedNgrams.matching(wide) if wide is not None else None
 
     def model_inputs(text):
-        # The classifier's inputs from raw strings, as the serving model makes them:
-        # token ids, and the hashed n-gram ids of a wide part.
-        ids = tokenizer(text)
-        if hasher is None:
-            return ids
-        return {"token_ids": ids, "ngram_ids": hasher(text)}
+        # The classifier's inputs from raw strings, as the serving model makes them.
+        return text_inputs(classifier, tokenizer, text)
 
     if isinstance(classifier, BertClassifier):
         return _bert_explain_fn(classifier, tokenizer, label)
@@ -170,12 +164,17 @@ def _bert_explain_fn(classifier, tokenizer, label):
     )
 
     def explain(inputs):
-        ids = tokenizer(inputs["text"])
-        # One segment a document, as the serving model feeds it.
-        segments = tf.zeros_like(ids)
-        out = forward({"token_ids": ids, "segment_ids": segments}, training=False)
+        # The serving model's inputs (one segment a document, and the n-gram ids
+        # of a wide part).
+        ids = text_inputs(classifier, tokenizer, inputs["text"])
+        out = forward(
+            {"token_ids": ids["token_ids"], "segment_ids": ids["segment_ids"]},
+            training=False,
+        )
         # The head's dropout is the identity in inference.
-        probabilities = apply_head(classifier, out["pooled_output"])
+        probabilities = apply_head(
+            classifier, out["pooled_output"], ids.get("ngram_ids")
+        )
         return {
             "probabilities": probabilities,
             "label": label(probabilities),

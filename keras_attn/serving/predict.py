@@ -15,9 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from keras_attn._cells import is_missing, read_number
 from keras_attn.backend import tf
 from keras_attn.features.reader import CSVFiles, iter_csv_frames
-from keras_attn.features.specs import features_from_json
+from keras_attn.features.specs import CellError, features_from_json
 from keras_attn.serving.export import read_features_json, resolve_export
 from keras_attn.serving.requests import signature_dtypes, to_arrays
 
@@ -68,6 +69,34 @@ def _jsonl_chunks(data: Path, batch_size: int):
         raw.close()
 
 
+def _read_numbers(chunk, dtypes: dict, specified) -> None:
+    """The text cells of a CSV chunk as numbers, in place, for the numeric inputs
+    that no feature spec reads (an export made without `features`): as pandas
+    types a column of numbers; other text is an error naming file, line and
+    column."""
+    import pandas as pd
+
+    for name, dtype in dtypes.items():
+        if name in specified or dtype == "string" or name not in chunk.columns:
+            continue
+        cells = chunk[name]
+        numbers = [None if is_missing(v) else read_number(v) for v in cells]
+        for i, (cell, number) in enumerate(zip(cells, numbers)):
+            if number is None and not is_missing(cell):
+                raise CellError(
+                    f"Input {name!r} takes {dtype} numbers",
+                    name,
+                    cells.index[i],
+                    cell,
+                    source=chunk.attrs.get("source"),
+                )
+        chunk[name] = pd.Series(
+            [float("nan") if n is None else n for n in numbers],
+            index=cells.index,
+            dtype=object,
+        )
+
+
 def _scalar(value):
     return value.item() if hasattr(value, "item") else value
 
@@ -116,6 +145,17 @@ def _output_names(serve, prefix: str, flat: bool) -> dict:
             else [f"{written}_{j}" for j in range(width if width > 1 else 2)]
         )
     return names
+
+
+def _file_mode(path: Path) -> int:
+    """The permissions of the file at `path`, or those a new file gets (0666
+    less the umask)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _check_paths(data: Path, output: Path | None) -> None:
@@ -261,6 +301,8 @@ def predict_file(
                 raise ValueError(
                     f"`--keep` names columns that are not in the data: {missing}"
                 )
+            if suffix == ".csv":
+                _read_numbers(chunk, dtypes, by_name)
             arrays = to_arrays(chunk, dtypes, features)
             outputs = serve(**{k: tf.constant(v) for k, v in arrays.items()})
             outputs = {f"{prefix}{k}": v.numpy() for k, v in outputs.items()}
@@ -282,6 +324,9 @@ def predict_file(
         if output is not None:
             handle.close()
             if done:
+                # mkstemp makes the file private (0600): give it the mode the old
+                # output had, or the one open() would give a new file.
+                os.chmod(handle.name, _file_mode(output))
                 os.replace(handle.name, output)  # the whole output, at once
             else:
                 os.unlink(handle.name)

@@ -13,7 +13,7 @@ import numpy as np
 
 from keras_attn._publish import written_whole
 from keras_attn._validation import check_at_most, check_positive_int, check_shape
-from keras_attn.backend import tf
+from keras_attn.backend import quiet_save, tf
 from keras_attn.layers.retrieval import BruteForceTopK
 
 __all__ = ["export_retrieval_index"]
@@ -146,14 +146,7 @@ def export_retrieval_index(
         }
     else:
         signatures = {"serving_default": serving.serve_strings}
-    # tf_keras logs where the assets went on save: not the user's concern.
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")
-    try:
-        # An existing export is swapped out whole, never removed first.
-        with written_whole(export_dir, overwrite=True) as folder:
-            tf.saved_model.save(serving, str(folder), signatures=signatures)
-    finally:
-        logger.setLevel(level)
+    # An existing export is swapped out whole, never removed first.
+    with written_whole(export_dir, overwrite=True) as folder, quiet_save():
+        tf.saved_model.save(serving, str(folder), signatures=signatures)
     return export_dir

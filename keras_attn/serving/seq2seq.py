@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from keras_attn._publish import written_whole
 from keras_attn._validation import check_positive_int
-from keras_attn.backend import tf
+from keras_attn.backend import quiet_save, tf
 from keras_attn.models.seq2seq import (
     END_ID,
     PAD_ID,
@@ -93,7 +93,7 @@ def export_seq2seq(
         },
     )
     # Written beside and moved in whole: a server never sees half a model.
-    with written_whole(export_dir) as folder:
+    with written_whole(export_dir) as folder, quiet_save():
         tf.saved_model.save(
             module, str(folder), signatures={"serving_default": module.serve}
         )
