@@ -71,12 +71,18 @@ CONFIG = dict(
     l2_embedding=1e-5,
     l2_cross=1e-5,
 )
-#: The structures compared on the validation part (`--validate`), for both libraries.
+#: The structures compared on the validation part (`--validate`), for both libraries
+#: (full rank: keras_attn's only; DCNMix's experts are low rank).
 VARIANTS = {
     "2 crosses + DNN": dict(cross_layers=2, dnn=(256, 128, 64)),
     "2 crosses": dict(cross_layers=2, dnn=()),
     "3 crosses + DNN": dict(cross_layers=3, dnn=(256, 128, 64)),
     "3 crosses": dict(cross_layers=3, dnn=()),
+    "3 crosses, init 1e-2": dict(cross_layers=3, dnn=(), init_std=1e-2),
+    "3 full-rank crosses": dict(cross_layers=3, dnn=(), rank=None),
+    "3 full-rank crosses, init 1e-2": dict(
+        cross_layers=3, dnn=(), rank=None, init_std=1e-2
+    ),
 }
 #: Each library's variant of best validation AUC (RESULTS.md: bench_dcn_validation).
 CHOSEN = {"keras_attn": "3 crosses", "deepctr": "3 crosses"}
@@ -178,7 +184,15 @@ def run_deepctr(
     tf.keras.utils.set_random_seed(seed)
     train, test, specs = _data(validation)
     columns = [
-        SparseFeat(f.name, f.vocabulary_size, embedding_dim=config["embedding_dim"])
+        SparseFeat(
+            f.name,
+            f.vocabulary_size,
+            embedding_dim=config["embedding_dim"],
+            # DeepCTR's own default initializer, with the variant's deviation.
+            embeddings_initializer=tf.keras.initializers.RandomNormal(
+                stddev=config["init_std"], seed=2020
+            ),
+        )
         for f in specs
     ]
     model = DCNMix(
@@ -224,6 +238,8 @@ def validate(argv) -> int:
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--section", default="bench_dcn_validation")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     from benchmarks._auc import auc_interval
@@ -236,7 +252,12 @@ def validate(argv) -> int:
     with tempfile.TemporaryDirectory() as out_dir:
         for seed in range(args.seeds):
             for library in ("deepctr", "keras_attn"):
-                for variant in VARIANTS:
+                for variant in args.variants:
+                    if (
+                        library == "deepctr"
+                        and VARIANTS[variant].get("rank", 1) is None
+                    ):
+                        continue
                     r = run_process(
                         _VALIDATION_SCRIPT,
                         [library, seed, args.epochs, variant],
@@ -275,11 +296,21 @@ def validate(argv) -> int:
     if not args.no_write:
         from benchmarks._results import write_section
 
+        variants = (
+            ""
+            if args.variants == list(VARIANTS)
+            else " --variants " + " ".join(f"'{v}'" for v in args.variants)
+        )
+        section = (
+            ""
+            if args.section == "bench_dcn_validation"
+            else f" --section {args.section}"
+        )
         write_section(
-            "bench_dcn_validation",
+            args.section,
             body,
             f"python -m benchmarks.bench_dcn --validate --epochs {args.epochs} "
-            f"--seeds {args.seeds}",
+            f"--seeds {args.seeds}{variants}{section}",
         )
     return 0
 
