@@ -8,20 +8,26 @@ fixed permutation with seed 0, 6,400 rows to train and 1,600 to test, the test r
 used for the AUCs below and nothing else.
 
 Both models as DeepCTR's `DCNMix` defaults where they meet: embeddings of 16 per
-field (normal, std 1e-4, L2 1e-5), cross layers of rank 32 on the flat field
-embeddings (L2 1e-5 on the cross kernels), one logit; Adam 1e-3, batch 256, 3
-epochs (all fixed beforehand). The structure, the same for both, was chosen on a
-validation part (`--validate` below; RESULTS.md, bench_dcn_validation): three
-cross layers and no DNN (DeepCTR's default DNN of 256-128-64 ReLU units lowered
-both libraries' validation AUC, by 0.03-0.04). DeepCTR's `DCNMix` runs a mixture
-of 4 low-rank experts per cross layer and adds its linear part; keras_attn's
-model is `FeatureCross(num_layers=3, projection_dim=32)` (one low-rank cross per
-layer, DCN-v2's formula) in `CTRModel`'s `interaction` list, then the logit (the
-fields' rows in one table, `shared_table=True`, as bench_autoint). Before that
-choice the test run with DeepCTR's defaults (two crosses, the DNN on top of them
-in keras_attn, beside them in DeepCTR) gave test AUC 0.6734 against DCNMix's
-0.6845, paired difference -0.0110 (-0.0211 to -0.0010), fit wall time 0.18x
-(2026-12-05, AMD EPYC, load 4.6-5.2): the reason for the validation study.
+field (L2 1e-5), cross layers on the flat field embeddings (L2 1e-5 on the cross
+kernels), one logit; Adam 1e-3, batch 256, 3 epochs (all fixed beforehand).
+DeepCTR's `DCNMix` runs a mixture of 4 low-rank (32) experts per cross layer and
+adds its linear part; keras_attn's model is `FeatureCross` (DCN-v2's formula, one
+cross per layer) in `CTRModel`'s `interaction` list, then the logit (the fields'
+rows in one table, `shared_table=True`, as bench_autoint). The structure of each
+was chosen on a validation part (`--validate` below; RESULTS.md,
+bench_dcn_validation and bench_dcn_validation_2), from the same candidates for
+both where they apply: two or three cross layers, with or without DeepCTR's
+default DNN of 256-128-64 ReLU units (on top of the crosses in keras_attn, beside
+them in DeepCTR), embeddings initialized with a normal of deviation 1e-4
+(DeepCTR's default) or 1e-2, and for keras_attn full-rank crosses or rank 32.
+Chosen: DCNMix with three crosses, no DNN, deviation 1e-4; keras_attn with three
+full-rank crosses, no DNN, deviation 1e-2 (the DNN lowered both libraries'
+validation AUC by 0.03-0.04). Before that study the test run with DeepCTR's
+defaults (two crosses of rank 32 and the DNN, deviation 1e-4, for both) gave
+keras_attn's test AUC 0.6734 against DCNMix's 0.6845, paired difference -0.0110
+(-0.0211 to -0.0010); after the first round (three rank-32 crosses, no DNN, for
+both) 0.7089 against 0.7186, -0.0097 (-0.0186 to -0.0008); fit wall time 0.18x and
+0.14x (2026-12-05, AMD EPYC, load 4.6-6.7).
 DeepCTR's inputs are encoded with keras_attn's vocabularies (outside its timing).
 
 Test AUC per initialization seed with its DeLong 95% interval, and the paired
@@ -35,12 +41,12 @@ TF_USE_LEGACY_KERAS=1), the libraries alternate.
         [--no-write]
     python -m benchmarks.bench_dcn --validate [--epochs 3] [--seeds 2] [--no-write]
 
-`--validate` chooses each library's structure (`VARIANTS`: with or without the
-DNN, two or three cross layers) on a validation part and never reads the test
-rows: the 6,400 training rows split again (a permutation with seed 1), 5,120 to
-fit (the vocabularies fitted on them alone) and 1,280 to score; each variant of
-each library with the same seeds; the variant with the highest mean validation
-AUC is the library's `CHOSEN` one, which the test run above uses.
+`--validate` chooses each library's structure (`VARIANTS`, or those named by
+`--variants`) on a validation part and never reads the test rows: the 6,400
+training rows split again (a permutation with seed 1), 5,120 to fit (the
+vocabularies fitted on them alone) and 1,280 to score; each variant of each
+library with the same seeds; the variant with the highest mean validation AUC is
+the library's `CHOSEN` one, which the test run above uses.
 
 DeepCTR (`pip install deepctr --no-deps`, in the Python that runs this script) is a
 benchmark-only dependency: without it the DeepCTR row is left out. Reads
@@ -85,7 +91,7 @@ VARIANTS = {
     ),
 }
 #: Each library's variant of best validation AUC (RESULTS.md: bench_dcn_validation).
-CHOSEN = {"keras_attn": "3 crosses", "deepctr": "3 crosses"}
+CHOSEN = {"keras_attn": "3 full-rank crosses, init 1e-2", "deepctr": "3 crosses"}
 VALIDATION_FIT_ROWS = 5120
 DEEPCTR = f"DeepCTR DCNMix, {CHOSEN['deepctr']} (tf_keras)"
 KERAS_ATTN = {
