@@ -45,8 +45,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+import pandas as pd
+
 from keras_attn.backend import keras, tf
-from keras_attn.features.dataset import to_dataset
+from keras_attn.features.dataset import count_batches, to_dataset
 from keras_attn.models.ctr import as_tasks, split_ctr_model
 
 __all__ = [
@@ -307,11 +309,13 @@ def fit_ctr_with_coordinator(
         The loss of each step.
     """
     tasks = as_tasks(tasks)
-    if len(data) < batch_size:
+    if not isinstance(data, pd.DataFrame):
+        # A CSV path's len() would be the length of its name.
         raise ValueError(
-            f"`data` must hold at least one full batch of `batch_size` rows. "
-            f"Received: {len(data)} rows, batch_size={batch_size}"
+            "`data` must be a DataFrame (encoded once in the coordinator). "
+            f"Received: data of type {type(data).__name__}"
         )
+    count_batches(data, batch_size)
     preprocessor, core = split_ctr_model(model)
     # One batch of every row: the encoded columns, as tensors in the coordinator.
     encoded = to_dataset(

@@ -164,6 +164,13 @@ def test_encoding_is_an_argument(tmp_path, capsys):
     assert "is not utf-8 text" in err and "--encoding latin-1" in err
     assert _train(tmp_path, path, "--encoding", "nope") == 2
     assert "--encoding nope: `encoding` must be a text encoding" in _error(capsys)
+    # A JSON-lines file opened with an unknown encoding raised LookupError (a
+    # traceback).
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"text": "a", "label": 1}\n')
+    args = ["train", "text", "--data", str(jsonl), "--text-column", "text"]
+    assert main(args + ["--label-column", "label", "--encoding", "nope"]) == 2
+    assert "--encoding nope: `encoding` must be a text encoding" in _error(capsys)
 
 
 @pytest.mark.generation_neutral

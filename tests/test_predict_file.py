@@ -119,17 +119,54 @@ def test_an_export_without_feature_specs_reads_numbers_from_a_csv(tmp_path):
     x = keras.Input(shape=(), dtype="float32", name="x")
     k = keras.Input(shape=(), dtype="int64", name="k")
     s = keras.Input(shape=(), dtype="string", name="s")
-    both = keras.layers.Concatenate()(
-        [keras.layers.Reshape((1,))(x), keras.layers.Reshape((1,))(k)]
-    )
-    model = keras.Model({"x": x, "k": k, "s": s}, {"y": both})
+    outputs = {
+        "out_x": keras.layers.Reshape((1,), name="out_x")(x),
+        "out_k": keras.layers.Reshape((1,), name="out_k")(k),
+    }
+    model = keras.Model({"x": x, "k": k, "s": s}, outputs)
     path = export(model, tmp_path / "exp")
     data = tmp_path / "d.csv"
     data.write_text("x,k,s\n1.5,2,a\nNA,3.0,NA\n-2e1, 04 ,\n")
     predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)
-    rows = pd.read_json(tmp_path / "o.jsonl", lines=True)["y"].tolist()
-    assert rows[0] == [1.5, 2.0] and rows[2] == [-20.0, 4.0]
-    assert pd.isna(rows[1][0]) and rows[1][1] == 3.0  # NaN, as the float input takes it
+    got = pd.read_json(tmp_path / "o.jsonl", lines=True)
+    assert got["out_k"].tolist() == [2, 3, 4]
+    assert got["out_x"][[0, 2]].tolist() == [1.5, -20.0]
+    assert pd.isna(got["out_x"][1])  # "NA": missing, as the float input takes it
     data.write_text("x,k,s\n1.5,2,a\n1,two,b\n")
     with pytest.raises(ValueError, match=r"d\.csv', line 3, column 'k'"):
         predict_file(path, data, output=tmp_path / "o.jsonl", progress=False)
+
+
+def test_a_jsonl_file_is_read_in_its_encoding(exported):
+    # JSON lines went to pandas as UTF-8 whatever --encoding said; a Latin-1 file
+    # gave a bare UnicodeDecodeError, and a byte-order mark broke the first row.
+    rows = exported["df"].iloc[:3].assign(city=["é", "a", "b"])
+    text = rows.to_json(orient="records", lines=True, force_ascii=False)
+    latin = exported["tmp"] / "latin.jsonl"
+    latin.write_bytes(text.encode("latin-1"))
+    out = exported["tmp"] / "latin_out.jsonl"
+    with pytest.raises(
+        ValueError, match=r"latin\.jsonl' is not utf-8 text.*--encoding"
+    ):
+        predict_file(exported["path"], latin, output=out, progress=False)
+    assert not out.exists()
+    predict_file(
+        exported["path"], latin, output=out, progress=False, encoding="latin-1"
+    )
+    bom = exported["tmp"] / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    predict_file(
+        exported["path"], bom, output=exported["tmp"] / "b.jsonl", progress=False
+    )
+    same = [pd.read_json(p, lines=True) for p in (out, exported["tmp"] / "b.jsonl")]
+    assert len(same[0]) == 3 and same[0].equals(same[1])
+
+
+def test_a_file_without_rows_gives_a_table_without_rows(exported):
+    # The CSV output of a header-only file was empty: not even a header to read.
+    empty = exported["tmp"] / "empty.csv"
+    exported["df"].iloc[:0].to_csv(empty, index=False)
+    output = exported["tmp"] / "empty_out.csv"
+    predict_file(exported["path"], empty, output=output, keep=["id"], progress=False)
+    got = pd.read_csv(output)
+    assert list(got.columns) == ["id", "income"] and len(got) == 0

@@ -6,10 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from keras_attn.backend import tf
 from keras_attn.cli import build_parser, main
 from keras_attn.cli.quickstart import SENTENCES
 from keras_attn.datasets import load_census_sample
 from keras_attn.serving import read_features_json
+from keras_attn.serving.warmup import read_warmup
 
 pytestmark = pytest.mark.generation_neutral
 
@@ -47,6 +49,23 @@ def test_shipped_sample_has_both_tasks():
     assert (df["hisp_origin"] == "NA").any()  # "NA" is a category, not missing
 
 
+def test_train_warmup_rows_without_validation_are_missing_values():
+    from keras_attn.cli.train import _ctr_warmup
+    from keras_attn.features import infer_features
+    from keras_attn.serving import to_arrays
+
+    df = pd.DataFrame({"city": ["a", "b"], "age": [30.0, 40.0], "y": [0, 1]})
+    specs = infer_features(df, labels=["y"])
+    args = build_parser().parse_args(["train", "ctr", "--data", "x", "--labels", "y"])
+    rows = _ctr_warmup(args, specs, None)
+    arrays = to_arrays(rows, {"city": "string", "age": "float32"}, specs)
+    assert arrays["city"].tolist() == [b""] and np.isnan(arrays["age"]).all()
+    args = build_parser().parse_args(
+        ["train", "ctr", "--data", "x", "--labels", "y", "--no-warmup"]
+    )
+    assert _ctr_warmup(args, specs, None) is None
+
+
 def test_quickstart_text_flags():
     parser = build_parser()
     assert parser.parse_args(["quickstart"]).text is True
@@ -79,6 +98,10 @@ def test_quickstart_trains_exports_and_serves(tmp_path, capsys):
     accuracy = re.search(r"Test accuracy on 192 held-out reviews: (\S+)", text)
     assert accuracy and 0.0 <= float(accuracy[1]) <= 1.0, text
     assert (tmp_path / "review_han" / "1" / "saved_model.pb").exists()
+    # TF Serving's warm-up records, from held-out rows: one request per row (8)
+    # and one of all of them.
+    assert len(read_warmup(export)) == len(read_warmup(tmp_path / "review_han" / "1"))
+    assert len(read_warmup(export)) == 9
     served = re.findall(r"\n  '(.+)' -> (neg|pos) \(neg (\S+), pos (\S+)\)", text)
     assert [s[0] for s in served] == list(SENTENCES), text
     for _, label, neg, pos in served:
@@ -134,5 +157,10 @@ def test_train_ctr_on_a_csv(tmp_path, capsys):
     auc = float(re.search(r"validation AUC clicked: (0\.\d+|1\.0+)", out).group(1))
     assert auc > 0.95, out
     assert (tmp_path / "exp" / "1" / "saved_model.pb").exists()
+    # Warm-up records by default, from the first --validation rows.
+    requests = read_warmup(tmp_path / "exp" / "1")
+    assert len(requests) == 9
+    ages = tf.make_ndarray(requests[-1].inputs["age"])
+    np.testing.assert_allclose(ages, df["age"].iloc[:8], rtol=1e-6)
     assert main(["train", "ctr", "--data", str(path), "--labels", "nope"]) == 2
     assert "--labels ['nope'] are not columns" in capsys.readouterr().err

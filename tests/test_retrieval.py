@@ -452,6 +452,21 @@ def test_trains_and_beats_chance_on_a_synthetic_sequence_task(task):
     assert out["recall@5"][1] > 0.6, out["recall@5"]
 
 
+def test_an_existing_index_export_is_replaced_only_when_asked(tmp_path):
+    # export_retrieval_index swapped out whatever stood at `export_dir`, silently.
+    old = tmp_path / "index"
+    old.mkdir()
+    (old / "saved_model.pb").write_text("the served model")
+    model = _small()
+    model.candidate_embeddings()
+    vocabulary = np.arange(1001, 1041)
+    with pytest.raises(ValueError, match=r"index' already exists.*overwrite=True"):
+        export_retrieval_index(model, str(old), vocabulary, k=5)
+    assert (old / "saved_model.pb").read_text() == "the served model"
+    export_retrieval_index(model, str(old), vocabulary, k=5, overwrite=True)
+    assert (old / "saved_model.pb").read_bytes() != b"the served model"
+
+
 @pytest.mark.slow
 def test_export_maps_raw_histories_to_the_models_top_k_in_tensorflow_alone(tmp_path):
     keras.utils.set_random_seed(0)

@@ -9,6 +9,7 @@ import pytest
 from keras_attn.backend import tf
 from keras_attn.cli import main
 from keras_attn.cli.train import read_text_file
+from keras_attn.serving.warmup import read_warmup
 
 pytestmark = pytest.mark.generation_neutral
 
@@ -57,6 +58,8 @@ def test_train_text_exports_a_raw_string_model(tmp_path, model, capsys):
     assert "validation accuracy" in out
     path = tmp_path / "export" / "1"
     assert (path / "saved_model.pb").exists()
+    # Warm-up records by default: two documents, one at a time and together.
+    assert len(read_warmup(path)) == 3
     result = _serve(path, ["Loved it!", "", "很好。"])
     probs = result["probabilities"].numpy()
     assert probs.shape == (3, 2)

@@ -14,7 +14,7 @@ from keras_attn.models import text_classifier as tc
 from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.hf_checkpoint import HFCheckpoint
 from keras_attn.optimizers import LinearWarmUpDecay
-from keras_attn.serving import export
+from keras_attn.serving import export, load_serving_fn
 from tests import hf_folders
 from tests.tf_only import call_in_tensorflow_only_process
 
@@ -256,3 +256,72 @@ def test_cli_checkpoint_reaches_the_fit(folder, tmp_path, monkeypatch, capsys):
     # Without --checkpoint the model is still HAN by default.
     main(args[:-2])
     assert received["model"] == "han" and received["checkpoint"] is None
+
+
+@pytest.mark.generation_specific
+@pytest.mark.slow
+def test_cli_fine_tunes_and_exports_raw_strings_in(folder, tmp_path, capsys):
+    csv = tmp_path / "docs.csv"
+    rows = "\n".join(f"{t},{y}" for t, y in zip(TEXTS, LABELS))
+    csv.write_text("doc,label\n" + rows, encoding="utf-8")
+    args = ["train", "text", "--data", str(csv), "--text-column", "doc"]
+    args += ["--label-column", "label", "--checkpoint", str(folder[0]), "--no-wide"]
+    args += ["--epochs", "1", "--batch-size", "8", "--export", str(tmp_path / "exp")]
+    assert main([*args, "--version", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "fine-tuning" in out and "'checkpoint'" in out and "'wide': False" in out
+    serve = load_serving_fn(tmp_path / "exp" / "1")
+    assert set(serve.structured_input_signature[1]) == {"text"}
+    result = serve(text=tf.constant(QUERIES))
+    probabilities = result["probabilities"].numpy()
+    assert probabilities.shape == (len(QUERIES), 2)
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
+    # The label is the most probable class's name.
+    names = np.array(["a", "b"])[probabilities.argmax(-1)]
+    assert [v.decode() for v in result["label"].numpy()] == names.tolist()
+    graph = (tmp_path / "exp" / "1" / "saved_model.pb").read_bytes()
+    assert b"FastWordpieceTokenizeWithOffsets" in graph  # the tokenizer is inside
+
+
+@pytest.mark.generation_specific
+@pytest.mark.slow
+def test_a_fine_tuned_classifier_goes_back_to_a_folder_whose_head_is_kept(
+    folder, tmp_path
+):
+    clf = models.fit_text_classifier(
+        TEXTS,
+        LABELS,
+        model="bert",
+        checkpoint=folder[0],
+        wide=False,
+        epochs=1,
+        batch_size=8,
+    )
+    assert clf.model.wide is None
+    expected = clf.model(clf.model_inputs(QUERIES))["probabilities"].numpy()
+    # The class names become the folder's id2label.
+    clf.model.save_pretrained(tmp_path / "tuned", preprocessor=clf.tokenizer)
+    checkpoint = HFCheckpoint(tmp_path / "tuned")
+    assert checkpoint.head_settings()["class_names"] == ["a", "b"]
+    # Fine-tuning that folder again on the same classes starts from its head.
+    again = tc._pretrained_classifier(
+        checkpoint, ["a", "b"], clf.settings["sequence_length"], False, {}
+    )
+    inputs = clf.model_inputs(QUERIES)
+    np.testing.assert_allclose(
+        again(inputs)["probabilities"].numpy(), expected, atol=1e-5
+    )
+    # Other classes: a new head on the same encoder.
+    other = tc._pretrained_classifier(
+        HFCheckpoint(tmp_path / "tuned"),
+        ["x", "y", "z"],
+        clf.settings["sequence_length"],
+        False,
+        {},
+    )
+    assert other.num_classes == 3
+    np.testing.assert_allclose(
+        other.backbone(inputs)["pooled_output"].numpy(),
+        clf.model.backbone(inputs)["pooled_output"].numpy(),
+        atol=1e-5,
+    )

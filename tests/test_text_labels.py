@@ -58,6 +58,17 @@ def test_files_give_missing_cells_as_none(tmp_path):
     )
     with pytest.raises(ValueError, match=r"d\.jsonl', line 2: 'text' must be a"):
         read_text_file(jsonl, "text", "label")
+    # A line that is not an object (a TypeError, a traceback, for a string).
+    jsonl.write_text('{"text": "a", "label": 1}\n"the text label"\n')
+    with pytest.raises(ValueError, match=r"line 2: each line must be an object"):
+        read_text_file(jsonl, "text", "label")
+    # Read as the CSV files are: a byte-order mark, another encoding named.
+    jsonl.write_bytes(b'\xef\xbb\xbf{"text": "caf\xc3\xa9", "label": 1}\n')
+    assert read_text_file(jsonl, "text", "label") == (["café"], [1])
+    jsonl.write_bytes('{"text": "café", "label": 1}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"line 1 \(or near it\).*--encoding latin-1"):
+        read_text_file(jsonl, "text", "label")
+    assert read_text_file(jsonl, "text", "label", "latin-1") == (["café"], [1])
     csv = tmp_path / "d.csv"
     csv.write_text('text,label\ngood,pos\nbad,\n,neg\nNA,NA\n"NA ok",3.0\n')
     texts, labels = read_text_file(csv, "text", "label")

@@ -106,6 +106,8 @@ def run_ctr_quickstart(
         version=1,
         features=specs,
         overwrite=True,
+        # TF Serving replays these before the version answers: test rows.
+        warmup=test.iloc[:8],
     )
     print(f"Exported for TF Serving to {path}")
     outputs = _print_predictions(
@@ -182,7 +184,13 @@ def run_text_quickstart(
     predicted = clf.predict([texts[i] for i in test])
     accuracy = sum(p == y for p, y in zip(predicted, test_labels)) / len(test)
     print(f"Test accuracy on {len(test)} held-out reviews: {accuracy:.3f}")
-    path = export(clf, Path(output) / "review_han", version=1, overwrite=True)
+    path = export(
+        clf,
+        Path(output) / "review_han",
+        version=1,
+        overwrite=True,
+        warmup=[texts[i] for i in test[:8]],
+    )
     print(f"Exported for TF Serving (raw strings in) to {path}")
     # The signature alone would let the loaded object (and its tables) be freed.
     serve = load_serving_fn(path)

@@ -82,7 +82,7 @@ def add_predict(subparsers) -> None:
     parser.add_argument(
         "--encoding",
         default="utf-8",
-        help="text encoding of a CSV --data (UTF-8 with or without a byte-order "
+        help="text encoding of --data (UTF-8 with or without a byte-order "
         "mark by default)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -10,7 +10,6 @@ when they run, after `keras_attn.cli.main` has imported TensorFlow quietly.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import tempfile
 from contextlib import contextmanager
@@ -110,14 +109,13 @@ def _positives(args, labels) -> dict:
 
 
 def _task_names(labels, taken) -> dict:
-    """A task (output) name for each label column: a Python identifier a serving
-    signature carries, unique among the feature names."""
-    from keras_attn.features import input_name
+    """A task (output) name for each label column, unique among the feature
+    names."""
+    from keras_attn.models.ctr import task_name
 
     names, taken = {}, set(taken)
     for column in labels:
-        name = input_name(column.replace(".", "_").replace("-", "_"), taken)
-        names[column] = name.replace(".", "_").replace("-", "_")
+        names[column] = task_name(column, taken)
         taken.add(names[column])
     return names
 
@@ -236,9 +234,30 @@ def train_ctr(args: argparse.Namespace) -> int:
                 version=args.version,
                 features=specs,
                 overwrite=args.overwrite,
+                warmup=_ctr_warmup(args, specs, validation),
             )
         print(f"Exported for TF Serving to {path}")
     return 0
+
+
+#: The text export's warm-up requests: documents the fit did not train on (an
+#: empty one and a short one; the graph's first run does not depend on the words).
+TEXT_WARMUP = ["", "A short document to warm the model up."]
+#: Rows of `--validation` written as TF Serving's warm-up requests.
+WARMUP_ROWS = 8
+
+
+def _ctr_warmup(args, specs, validation):
+    """The CTR export's warm-up rows: the first rows of `--validation`, which the
+    fit did not train on, else one row of missing values (every input imputed or
+    out of vocabulary); None with `--no-warmup`."""
+    from keras_attn.features import read_csv_head
+
+    if not args.warmup:
+        return None
+    if validation is not None:
+        return read_csv_head(validation, WARMUP_ROWS)
+    return [{spec.column or spec.name: None for spec in specs}]
 
 
 @contextmanager
@@ -286,16 +305,14 @@ def read_text_file(
             and the line).
     """
     from keras_attn.features import CSVFiles, iter_csv_frames, read_header
+    from keras_attn.features.reader import decode_error, open_text
 
     path = Path(path)
     name = path.name.removesuffix(".gz")
     if name.endswith((".jsonl", ".json")):
-        opener = gzip.open if path.suffix == ".gz" else open
         texts, labels = [], []
         number = 0
-        # "utf-8-sig": a byte-order mark is not part of the first row.
-        utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
-        handle = opener(path, "rt", encoding="utf-8-sig" if utf8 else encoding)
+        handle, raw = open_text(path, encoding)  # gzip, a byte-order mark
         try:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
@@ -306,6 +323,12 @@ def read_text_file(
                     raise ValueError(
                         f"JSON-lines file {str(path)!r}, line {number}: {error}"
                     ) from None
+                if not isinstance(row, dict):
+                    raise ValueError(
+                        f"JSON-lines file {str(path)!r}, line {number}: each line "
+                        "must be an object with the text and the label. Received: "
+                        f"{type(row).__name__} {line.strip()[:80]!r}"
+                    )
                 for column in (text_column, label_column):
                     if column not in row:
                         raise ValueError(
@@ -325,13 +348,10 @@ def read_text_file(
                 texts.append(text)
                 labels.append(row[label_column])
         except UnicodeDecodeError as error:
-            raise ValueError(
-                f"JSON-lines file {str(path)!r} is not {encoding} text: line "
-                f"{number + 1} (or near it): {error.reason}. Give the file's "
-                "encoding: --encoding latin-1 (or cp1252, ...)"
-            ) from None
+            raise decode_error(path, encoding, number + 1, error) from None
         finally:
             handle.close()
+            raw.close()
         return texts, labels
     files = CSVFiles(path, encoding=encoding)
     header = read_header(files)
@@ -389,6 +409,7 @@ def train_text(args: argparse.Namespace) -> int:
             f"--text-column and --label-column name one column: {args.text_column!r}"
         )
     _check_folders(args)
+    _files(args, args.data)  # the --encoding name, for a JSON-lines file too
     with argument("--data", args.data):
         texts, labels = read_text_file(
             args.data, args.text_column, args.label_column, encoding=args.encoding
@@ -452,10 +473,27 @@ def train_text(args: argparse.Namespace) -> int:
     if args.export:
         with _keep_the_fit(clf.model, args.export):
             path = export(
-                clf, args.export, version=args.version, overwrite=args.overwrite
+                clf,
+                args.export,
+                version=args.version,
+                overwrite=args.overwrite,
+                warmup=TEXT_WARMUP if args.warmup else None,
             )
         print(f"Exported for TF Serving (raw strings in) to {path}")
     return 0
+
+
+def add_warmup_argument(parser) -> None:
+    """`--no-warmup` (`train ctr|text`): the export's warm-up records are on by
+    default."""
+    parser.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="write no TF Serving warm-up records with --export (default: the "
+        "first --validation rows for ctr, else a row of missing values; two "
+        "documents for text)",
+    )
 
 
 def _add_ctr(kinds) -> None:
@@ -547,6 +585,7 @@ def _add_ctr(kinds) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing --version"
     )
+    add_warmup_argument(p)
     add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_ctr)
@@ -672,6 +711,7 @@ def _add_text(kinds) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing --version"
     )
+    add_warmup_argument(p)
     add_encoding_argument(p)
     add_distribute_arguments(p)
     p.set_defaults(func=train_text)

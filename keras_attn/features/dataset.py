@@ -27,6 +27,7 @@ from keras_attn.features.specs import check_columns, features_to_json, numeric_v
 
 __all__ = [
     "check_label_classes",
+    "count_batches",
     "count_rows",
     "frame_tensors",
     "label_columns",
@@ -272,6 +273,23 @@ def count_rows(data, labels=(), features=()) -> int:
     if isinstance(data, pd.DataFrame):
         return len(data)
     return _csv_pass(csv_files(data), list(features), _labels(labels)).rows
+
+
+def count_batches(data, batch_size: int, labels=(), features=()) -> int:
+    """Full batches of `batch_size` in `data` (a DataFrame, or CSV files counted
+    as `count_rows` does); a fit of none is an error: Keras 3 would run epochs of
+    zero steps and return the untrained model.
+
+    Raises:
+        ValueError: fewer rows than `batch_size`, naming both.
+    """
+    rows = count_rows(data, labels, features)
+    if rows < batch_size:
+        raise ValueError(
+            "`data` must hold at least one full batch of `batch_size` rows. "
+            f"Received: {rows} rows, batch_size={batch_size}"
+        )
+    return rows // batch_size
 
 
 def _check_csv(files: CSVFiles, features, labels: list[_Label], check_labels) -> int:

@@ -31,7 +31,15 @@ import pandas as pd
 
 from keras_attn._cells import FALSE_SPELLINGS, NA_SPELLINGS, NUMBER, TRUE_SPELLINGS
 
-__all__ = ["CSVFiles", "csv_files", "iter_csv_frames", "read_csv_head", "read_header"]
+__all__ = [
+    "CSVFiles",
+    "csv_files",
+    "decode_error",
+    "iter_csv_frames",
+    "open_text",
+    "read_csv_head",
+    "read_header",
+]
 
 # A field of a few MB is real data (a long document); csv's default limit is 128 KB.
 csv.field_size_limit(2**31 - 1)
@@ -89,14 +97,19 @@ def csv_files(data) -> CSVFiles:
     return files
 
 
-def _open(path: str, encoding: str):
-    """`(text handle, the file's binary handle)`, the second for the position."""
+def open_text(path, encoding: str = "utf-8"):
+    """`(text handle, the file's binary handle)` of a data file (CSV, JSON lines;
+    gzip when it ends in .gz), the second for the position read. UTF-8 (the
+    default) also reads a file that starts with a byte-order mark; a byte that
+    does not decode raises `UnicodeDecodeError` (`decode_error` says it)."""
     # "utf-8-sig" reads UTF-8 and drops a leading byte-order mark (Excel's "CSV
     # UTF-8"); a BOM would otherwise stick to the first column's name.
     if codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"
+    path = str(path)
     raw = open(path, "rb")
-    stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+    gzipped = path.lower().endswith(".gz")
+    stream = gzip.GzipFile(fileobj=raw) if gzipped else raw
     return io.TextIOWrapper(stream, encoding=encoding, newline=""), raw
 
 
@@ -105,7 +118,7 @@ class _Records:
 
     def __init__(self, path: str, encoding: str):
         self.path, self.encoding = path, encoding
-        self.handle, self.raw = _open(path, encoding)
+        self.handle, self.raw = open_text(path, encoding)
         self.reader = csv.reader(self.handle)
         self.line = 0  # the last line read
         header = self._next()
@@ -125,9 +138,7 @@ class _Records:
         except StopIteration:
             return None
         except UnicodeDecodeError as error:
-            raise _decode_error(
-                self.path, self.encoding, self.line + 1, error
-            ) from None
+            raise decode_error(self.path, self.encoding, self.line + 1, error) from None
         except csv.Error as error:
             raise ValueError(
                 f"CSV file {self.path!r}, line {self.reader.line_num}: {error}"
@@ -168,10 +179,13 @@ class _Records:
         self.raw.close()
 
 
-def _decode_error(path, encoding, line, error) -> ValueError:
+def decode_error(path, encoding, line, error) -> ValueError:
+    """The error for a `UnicodeDecodeError` of `open_text`'s handle: the file,
+    the line (None: unknown), the byte, and how to give the encoding."""
     byte = error.object[error.start : error.start + 1]
+    where = f"line {line} (or near it) holds" if line is not None else "holds"
     return ValueError(
-        f"CSV file {path!r} is not {encoding} text: line {line} (or near it) holds "
+        f"File {str(path)!r} is not {encoding} text: {where} "
         f"the byte {byte!r} ({error.reason}). Give the file's encoding: "
         "`--encoding latin-1` (or cp1252, ...) on the command line, "
         "`CSVFiles(path, encoding=...)` in Python"

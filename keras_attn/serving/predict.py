@@ -7,7 +7,6 @@ the file read as in training, the output renamed into place when complete.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import sys
@@ -17,7 +16,12 @@ from pathlib import Path
 
 from keras_attn._cells import is_missing, read_number
 from keras_attn.backend import tf
-from keras_attn.features.reader import CSVFiles, iter_csv_frames
+from keras_attn.features.reader import (
+    CSVFiles,
+    decode_error,
+    iter_csv_frames,
+    open_text,
+)
 from keras_attn.features.specs import CellError, features_from_json
 from keras_attn.serving.export import read_features_json, resolve_export
 from keras_attn.serving.requests import signature_dtypes, to_arrays
@@ -52,11 +56,10 @@ class _Progress:
         return seconds
 
 
-def _jsonl_chunks(data: Path, batch_size: int):
+def _jsonl_chunks(data: Path, batch_size: int, encoding: str):
     import pandas as pd
 
-    raw = open(data, "rb")
-    handle = gzip.GzipFile(fileobj=raw) if data.suffix.lower() == ".gz" else raw
+    handle, raw = open_text(data, encoding)
     try:
         chunks = pd.read_json(
             handle, lines=True, chunksize=batch_size, dtype=False, convert_dates=False
@@ -64,6 +67,8 @@ def _jsonl_chunks(data: Path, batch_size: int):
         for chunk in chunks:
             chunk.attrs["position"] = raw.tell()
             yield chunk
+    except UnicodeDecodeError as error:
+        raise decode_error(data, encoding, None, error) from None
     finally:
         handle.close()
         raw.close()
@@ -212,7 +217,7 @@ def predict_file(
             column) is an error before anything is written: give a `prefix`.
         progress: bool. The progress bar on stderr. Defaults to True.
         prefix: str. Put before each output's name (e.g. "pred_"). Defaults to "".
-        encoding: str. The CSV file's text encoding. Defaults to "utf-8" (with or
+        encoding: str. The file's text encoding. Defaults to "utf-8" (with or
             without a byte-order mark).
 
     Returns:
@@ -277,7 +282,7 @@ def predict_file(
         strings = [n for n, d in dtypes.items() if d == "string" and n not in by_name]
         stream = iter_csv_frames(files, columns, batch_size, text_columns=strings)
     else:
-        stream = _jsonl_chunks(data, batch_size)
+        stream = _jsonl_chunks(data, batch_size, encoding)
 
     if output is not None:
         handle = tempfile.NamedTemporaryFile(
@@ -318,6 +323,12 @@ def predict_file(
                 )
             first = False
             bar.update(len(chunk), chunk.attrs.get("position", 0))
+        if flat and first:
+            # No rows: the header alone, so the file still reads as a table.
+            header = keep + [c for name in sorted(written) for c in written[name]]
+            import pandas as pd
+
+            pd.DataFrame(columns=header).to_csv(sink, index=False)
         done = True
     finally:
         seconds = bar.close()
