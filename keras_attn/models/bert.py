@@ -360,7 +360,7 @@ class BertClassifier(FunctionalModel):
             **head_layers(num_classes, class_names, wide),
         )
 
-        inputs, ngram_ids = self._inputs(backbone, parts.wide)
+        inputs, ngram_ids = self._classifier_inputs(backbone, parts.wide)
         pooled = backbone(
             {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
         )["pooled_output"]
@@ -392,7 +392,7 @@ class BertClassifier(FunctionalModel):
             backbone.token_mask.output,
             {"pooled_output": backbone.pooler.output},
         )
-        inputs, ngram_ids = self._inputs(backbone, self.wide)
+        inputs, ngram_ids = self._classifier_inputs(backbone, self.wide)
         out = encoder(
             {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
         )
@@ -403,7 +403,7 @@ class BertClassifier(FunctionalModel):
         return keras.Model(inputs, outputs, name=f"{self.name}_explain")
 
     @classmethod
-    def _inputs(cls, backbone, wide) -> tuple[dict, object]:
+    def _classifier_inputs(cls, backbone, wide) -> tuple[dict, object]:
         """New `keras.Input`s of the classifier, and its `ngram_ids` input (None
         without a wide part)."""
         inputs = cls._deep_inputs(backbone)
