@@ -249,7 +249,7 @@ def _comparisons(readers) -> list:
 
 
 def _body(r, args) -> str:
-    from benchmarks.bench_text import paired_difference, wilson
+    from benchmarks._stats import paired_difference, wilson
 
     n, scored = r["test_questions"], r["scored"]
     lines = [

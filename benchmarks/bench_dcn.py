@@ -248,9 +248,9 @@ def validate(argv) -> int:
     parser.add_argument("--section", default="bench_dcn_validation")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks._auc import auc_interval
     from benchmarks._ctr_runs import run_process
     from benchmarks._results import machine
+    from benchmarks._stats import auc_interval
 
     _, validation, _ = load_validation()
     labels = validation["label"].to_numpy()
