@@ -89,6 +89,10 @@ VARIANTS = {
     "3 full-rank crosses, init 1e-2": dict(
         cross_layers=3, dnn=(), rank=None, init_std=1e-2
     ),
+    # DCNMix's linear part (keras_attn only: DCNMix always has one).
+    "3 full-rank crosses, init 1e-2, linear": dict(
+        cross_layers=3, dnn=(), rank=None, init_std=1e-2, linear=True
+    ),
 }
 #: Each library's variant of best validation AUC (RESULTS.md: bench_dcn_validation).
 CHOSEN = {"keras_attn": "3 full-rank crosses, init 1e-2", "deepctr": "3 crosses"}
@@ -159,6 +163,7 @@ def run_keras_attn(
             stddev=config["init_std"]
         ),
         embeddings_regularizer=keras.regularizers.L2(config["l2_embedding"]),
+        linear=config.get("linear", False),
     )
     return timed_fit_ctr(
         out_dir,
