@@ -108,6 +108,8 @@ def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> di
         out_dir,
         f"keras_attn_{seed}_{jit}",
         model,
+        specs,
+        tasks,
         train,
         test,
         CONFIG,

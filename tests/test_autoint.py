@@ -177,3 +177,19 @@ def test_build_ctr_model_takes_att_dim_with_a_warning():
     assert model.interaction[0].key_dim == 3
     with pytest.raises(TypeError, match="unexpected keyword arguments: \\['atd'\\]"):
         build_ctr_model(specs, ["click"], atd=3)
+
+
+@pytest.mark.generation_specific
+def test_a_functional_call_returns_the_weights_too():
+    # A symbolic call with return_attention_scores=True gives both tensors (Keras 3
+    # reads the structure off compute_output_spec).
+    layer = InteractingLayer(num_heads=2, key_dim=3)
+    inputs = keras.Input(shape=(5, 4))
+    out, weights = layer(inputs, return_attention_scores=True)
+    assert tuple(weights.shape) == (None, 2, 5, 5)
+    model = keras.Model(inputs, {"out": out, "weights": weights})
+    x = _fields(batch=3, fields=5, dim=4)
+    expected_out, expected_weights = layer(x, return_attention_scores=True)
+    got = model(x)
+    np.testing.assert_allclose(got["out"], expected_out, atol=1e-6)
+    np.testing.assert_allclose(got["weights"], expected_weights, atol=1e-6)

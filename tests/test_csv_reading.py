@@ -212,6 +212,10 @@ def test_column_names_a_signature_cannot_carry_are_renamed_or_refused():
     assert input_name("a b", taken={"a_b"}) == "a_b_2"
     with pytest.raises(ValueError, match=r"Received: name='home city'.*'home_city'"):
         NumericFeature("home city")
+    # A task's name too: "âge" is a Python identifier, not a TensorFlow scope name
+    # (the model failed to build, naming 'âge_tower').
+    with pytest.raises(ValueError, match=r"ASCII .*Task\('age', label='âge'\)"):
+        Task("âge")
     df = pd.DataFrame({"home city": ["a", "b"], "a_b": [1.0, 2.0], "y": [0, 1]})
     specs = infer_features(df.rename(columns={"a_b": "home_city"}), labels=["y"])
     # "home city" cannot name an input, and "home_city" is the next column's.
@@ -252,3 +256,28 @@ def test_fit_ctr_model_refuses_too_little_data_before_training(tmp_path):
     # A folder written after the first epoch, with a file in the way: before it.
     with pytest.raises(ValueError, match=r"`backup_dir` must be a folder.*is a file"):
         fit_ctr_model(model, whole, batch_size=16, backup_dir=whole)
+
+
+def test_a_csv_fit_with_a_backup_and_no_seed_takes_the_order_a_restart_takes(tmp_path):
+    # seed=None: a CSV fit drew a fresh random seed, so a run restarted from its
+    # backup read its remaining epochs in another order (a DataFrame's took 0).
+    from keras_attn.backend import keras
+    from keras_attn.models import build_ctr_model, fit_ctr_model
+
+    df = pd.DataFrame({"c": list("abcd") * 8, "x": np.arange(32.0), "y": [0, 1] * 16})
+    path = tmp_path / "d.csv"
+    df.to_csv(path, index=False)
+    specs = infer_features(df, labels=["y"])
+    keras.utils.set_random_seed(0)
+    model = build_ctr_model(specs, ["y"], num_experts=1, embedding_dim=2)
+    start = model.get_weights()
+    weights = []
+    for run in range(2):
+        model.set_weights(start)
+        # A different global seed each run, as in a restarted process.
+        keras.utils.set_random_seed(run + 1)
+        fit_ctr_model(model, path, batch_size=4, backup_dir=tmp_path / f"b{run}",
+                      jit_compile=False, verbose=0)  # fmt: skip
+        weights.append(model.get_weights())
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)

@@ -43,3 +43,84 @@ def test_ctr_model_rejects_parts_for_other_tasks_or_features():
         CTRModel(SPECS, ["click"], towers={"buy": keras.layers.Dense(2)})
     with pytest.raises(ValueError, match="`sequence_pooling` must be a dict"):
         CTRModel(SPECS, ["click"], sequence_pooling={"item": keras.layers.Dense(2)})
+
+
+#: What each model class's explain_model() adds to its outputs.
+EXPLAINED = {
+    "ctr": {"click_gate_weights", "buy_gate_weights", "field_attention_0"},
+    "han": {"word_attention", "sentence_attention"},
+    "transformer": {"cls_attention"},
+    "bert_classifier": {"cls_attention"},
+    "aoa": {"document_scores"},
+    "aoa_dot": {"document_scores"},
+    "bert_cloze_aoa": {"document_scores"},
+    "bert_cloze_dot": {"document_scores"},
+}
+
+
+def _numpy(outputs) -> dict:
+    if not isinstance(outputs, dict):
+        outputs = {"output": outputs}
+    return {k: np.asarray(v) for k, v in outputs.items()}
+
+
+@pytest.mark.parametrize("name", sorted(EXPLAINED))
+def test_explain_model_gives_the_outputs_and_the_weights_that_explain_them(name):
+    build, inputs = CASES[name]
+    model = build()
+    feeds = inputs()
+    outputs = _numpy(model(feeds, training=False))
+    explained = _numpy(model.explain_model()(feeds, training=False))
+    # The same forward pass: the model's own outputs, then the weights (a text
+    # classifier's probabilities: its signature adds the label from them).
+    if name in ("han", "transformer", "bert_classifier"):
+        outputs = {"probabilities": outputs["probabilities"]}
+    assert set(explained) == set(outputs) | EXPLAINED[name]
+    for key, value in outputs.items():
+        np.testing.assert_allclose(explained[key], value, atol=1e-6)
+    for key in EXPLAINED[name] - {"word_attention"}:
+        weights = explained[key]
+        # Attention rows over what is not padding sum to 1.
+        sums = weights.sum(-1)
+        np.testing.assert_allclose(sums[sums > 0.5], 1.0, atol=1e-5)
+
+
+def test_explain_model_weights_equal_the_layers_own():
+    # CTR: the interacting layer's weights on its own input in the graph.
+    model = _ctr()
+    explained = model.explain_model()(ROWS)
+    fields = keras.Model(model.inputs, model._graph["interaction_inputs"][0])(ROWS)
+    _, weights = model.interaction[0](fields, return_attention_scores=True)
+    np.testing.assert_allclose(explained["field_attention_0"], weights, atol=1e-6)
+    gates = model.gate_weights_model()(ROWS)
+    for task in ("click", "buy"):
+        np.testing.assert_allclose(
+            explained[f"{task}_gate_weights"], gates[task], atol=1e-6
+        )
+    # Transformer: the [CLS] row of the last layer's weights, as attention_weights
+    # computes them eagerly; zero on padded keys.
+    build, inputs = CASES["transformer"]
+    transformer, ids = build(), inputs()
+    cls = np.asarray(transformer.explain_model()(ids)["cls_attention"])
+    every = np.asarray(transformer.attention_weights(ids)["attention"])
+    np.testing.assert_allclose(cls, every[:, -1, :, 0, :], atol=1e-6)
+    assert np.all(cls[0, :, -1] == 0.0)  # the padded last token
+    # AoA: the head's scores, as scores_model gives them.
+    build, inputs = CASES["aoa"]
+    reader, feeds = build(), inputs()
+    np.testing.assert_allclose(
+        reader.explain_model()(feeds)["document_scores"],
+        reader.scores_model()(feeds),
+        atol=1e-6,
+    )
+
+
+def test_explain_model_says_what_it_needs():
+    with pytest.raises(ValueError, match="pooling='cls'"):
+        TransformerClassifier(30, 2, 6, hidden_dim=8, num_heads=2).explain_model()
+    shared = BertBackbone(30, 6, hidden_dim=8, num_heads=2, share_layers=True)
+    with pytest.raises(ValueError, match="share_layers=True"):
+        BertClassifier(shared, 2).explain_model()
+    plain = CTRModel(SPECS[:2], ["click"], embedding_dim=4)
+    with pytest.raises(ValueError, match="nothing for an explain model"):
+        plain.explain_model()

@@ -288,14 +288,13 @@ def test_config_round_trip_and_compile_save_load(tmp_path):
 
 # -------------------------------------------------- keras-rs on the same inputs
 
-keras_rs_only = pytest.mark.skipif(not KERAS_3, reason="keras-rs is a Keras 3 library")
-
 
 def _keras_rs():
     return pytest.importorskip("keras_rs", reason="keras-rs is not installed")
 
 
-@keras_rs_only
+@pytest.mark.generation_neutral
+@pytest.mark.skipif(not KERAS_3, reason="keras-rs is a Keras 3 library")
 def test_losses_equal_keras_rs():
     rs = _keras_rs()
     labels, scores, mask = _batch(seed=6)
@@ -316,7 +315,8 @@ def test_losses_equal_keras_rs():
     np.testing.assert_allclose(mine, theirs.reshape(-1), rtol=1e-6, atol=1e-5)
 
 
-@keras_rs_only
+@pytest.mark.generation_neutral
+@pytest.mark.skipif(not KERAS_3, reason="keras-rs is a Keras 3 library")
 def test_metrics_equal_keras_rs():
     rs = _keras_rs()
     labels, scores, mask = _batch(seed=7, batch=10, size=8)

@@ -4,6 +4,10 @@ TFRS's task under TF_USE_LEGACY_KERAS=1), `.keras` round trips, the old flat
 spelling, and the index export reloaded with TensorFlow alone."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,6 +56,53 @@ out["forbidden_modules"] = sorted(keras_modules() - baseline) + sorted(
     m for m in sys.modules if m.split(".")[0] == "keras_attn"
 )
 print(json.dumps(out))
+"""
+
+# Keras 3 with TensorFlow Recommenders made unimportable: trains, evaluates and
+# recommends with keras_attn's own task; prints JSON.
+_WITHOUT_TFRS = r"""
+import importlib.abc, json, sys
+
+class _NoTFRS(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow_recommenders":
+            raise ImportError(f"{name} is blocked for this test")
+        return None
+
+sys.meta_path.insert(0, _NoTFRS())
+import numpy as np
+import keras
+from keras_attn.models.retrieval import build_sequential_retrieval, fit_retrieval_model
+
+keras.utils.set_random_seed(0)
+rng = np.random.default_rng(0)
+history = rng.integers(0, 21, size=(256, 4)).astype("int32")
+target = rng.integers(1, 21, size=256).astype("int32")
+genres = (rng.random((21, 2)) < 0.5).astype("float32")
+model = build_sequential_retrieval(20, num_genres=2, history_length=4,
+                                   embedding_dim=8, num_layers=1, item_genres=genres)
+before = [w.numpy().copy() for w in model.trainable_weights]
+fit = fit_retrieval_model(model, {"history": history, "item": target}, epochs=1,
+                          batch_size=64, verbose=0)
+indices, scores = model.recommend(history[:3], k=5)
+try:
+    import tensorflow_recommenders  # noqa: F401
+    blocked = False
+except ImportError:
+    blocked = True
+print(json.dumps({
+    "keras": keras.version(),
+    "blocked": blocked,
+    "tfrs_modules": sorted(
+        m for m in sys.modules if m.split(".")[0] == "tensorflow_recommenders"
+    ),
+    "unchanged": [w.path for b, w in zip(before, model.trainable_weights)
+                  if np.allclose(b, w.numpy())],
+    "weights": len(before),
+    "task": type(model.task).__module__,
+    "indices": indices.tolist(),
+    "finite": bool(np.isfinite(scores).all()),
+}))
 """
 
 # u.item of the written files lists items 10..16: indices 1..7 in that order.
@@ -312,6 +363,33 @@ def test_keras_round_trip_keeps_towers_task_and_genre_table(tmp_path):
     )
 
 
+@pytest.mark.slow
+@pytest.mark.generation_neutral
+def test_retrieval_trains_under_keras_3_without_tensorflow_recommenders():
+    # A fresh Keras 3 process (whichever generation runs the tests) in which
+    # `import tensorflow_recommenders` fails, as on a machine without it.
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env.update(PYTHONPATH=str(root), TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TFRS],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["keras"].startswith("3.") and out["blocked"]
+    assert out["tfrs_modules"] == []
+    assert out["task"] == "keras_attn.layers.retrieval"
+    assert out["unchanged"] == [] and out["weights"] > 0
+    indices = np.array(out["indices"])
+    assert indices.shape == (3, 5) and out["finite"]
+    assert ((indices >= 1) & (indices <= 20)).all()
+
+
 @pytest.mark.skipif(KERAS_3, reason="tensorflow-recommenders needs Keras 2")
 def test_a_tfrs_task_has_no_config_and_says_so():
     tfrs = pytest.importorskip("tensorflow_recommenders")
@@ -372,6 +450,21 @@ def test_trains_and_beats_chance_on_a_synthetic_sequence_task(task):
     # Chance is 1/40 at k=1 and 5/40 at k=5.
     assert out["recall@1"][1] > 0.3, out["recall@1"]
     assert out["recall@5"][1] > 0.6, out["recall@5"]
+
+
+def test_an_existing_index_export_is_replaced_only_when_asked(tmp_path):
+    # export_retrieval_index swapped out whatever stood at `export_dir`, silently.
+    old = tmp_path / "index"
+    old.mkdir()
+    (old / "saved_model.pb").write_text("the served model")
+    model = _small()
+    model.candidate_embeddings()
+    vocabulary = np.arange(1001, 1041)
+    with pytest.raises(ValueError, match=r"index' already exists.*overwrite=True"):
+        export_retrieval_index(model, str(old), vocabulary, k=5)
+    assert (old / "saved_model.pb").read_text() == "the served model"
+    export_retrieval_index(model, str(old), vocabulary, k=5, overwrite=True)
+    assert (old / "saved_model.pb").read_bytes() != b"the served model"
 
 
 @pytest.mark.slow

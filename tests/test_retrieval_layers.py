@@ -123,6 +123,39 @@ def test_task_equals_tfrs_retrieval_on_the_same_inputs(config):
     np.testing.assert_allclose(float(ours), float(theirs), rtol=1e-5)
 
 
+@pytest.mark.generation_neutral
+@pytest.mark.skipif(not KERAS_3, reason="keras-rs is a Keras 3 library")
+@pytest.mark.parametrize(
+    "config", [c for c in CASES if not c.get("remove_accidental_hits")], ids=str
+)
+def test_task_equals_keras_rs_retrieval_layers_on_the_same_inputs(config):
+    # keras-rs has the corrections as layers, not a task: the same order as
+    # TFRS's task, then the softmax cross-entropy of each row's positive. Its
+    # RemoveAccidentalHits (0.4.0) adds float32's smallest normal / 100 (about
+    # 1e-40) to a hit's logit, which leaves it as it was (keras-team/keras-rs
+    # pull request 206, open): accidental hits are checked against TFRS above.
+    rs = pytest.importorskip("keras_rs", reason="keras-rs is not installed")
+    q, c = _embeddings(seed=3)
+    ids = np.array([3, 7, 3, 1, 7, 7, 2, 9])
+    probability = np.linspace(0.01, 0.3, 8).astype("float32")
+    logits = q @ c.T
+    labels = np.eye(8, dtype="float32")
+    if config.get("temperature"):
+        logits = logits / config["temperature"]
+    logits = rs.layers.SamplingProbabilityCorrection()(
+        logits, np.broadcast_to(probability, logits.shape)
+    )
+    if config.get("num_hard_negatives"):
+        logits, labels = rs.layers.HardNegativeMining(config["num_hard_negatives"])(
+            logits, labels
+        )
+    theirs = tf.nn.softmax_cross_entropy_with_logits(labels, logits)
+    ours = RetrievalTask(**config, reduction="sum")(
+        q, c, candidate_sampling_probability=probability, candidate_ids=ids
+    )
+    np.testing.assert_allclose(float(ours), float(tf.reduce_sum(theirs)), rtol=1e-5)
+
+
 def _top_k_np(q, c, k, exclude=None):
     scores = q.astype("float64") @ c.T.astype("float64")
     if exclude is not None:

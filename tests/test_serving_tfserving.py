@@ -578,7 +578,7 @@ def test_explain_is_refused_where_there_is_nothing_to_explain(tmp_path):
     model = build_ctr_model(
         specs, ["y"], embedding_dim=2, bottom_units=(2,), tower_units=()
     )
-    with pytest.raises(ValueError, match="nothing for an explain signature"):
+    with pytest.raises(ValueError, match="nothing for an explain model or signature"):
         export(model, tmp_path / "m", explain=True)
     with pytest.raises(ValueError, match="`explain` must be False, True or"):
         export(model, tmp_path / "m", explain="yes")

@@ -58,6 +58,10 @@ def test_files_give_missing_cells_as_none(tmp_path):
     )
     with pytest.raises(ValueError, match=r"d\.jsonl', line 2: 'text' must be a"):
         read_text_file(jsonl, "text", "label")
+    # A line that is not an object (a TypeError, a traceback, for a string).
+    jsonl.write_text('{"text": "a", "label": 1}\n"the text label"\n')
+    with pytest.raises(ValueError, match=r"line 2: each line must be an object"):
+        read_text_file(jsonl, "text", "label")
     # Read as the CSV files are: a byte-order mark, another encoding named.
     jsonl.write_bytes(b'\xef\xbb\xbf{"text": "caf\xc3\xa9", "label": 1}\n')
     assert read_text_file(jsonl, "text", "label") == (["café"], [1])

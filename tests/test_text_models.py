@@ -214,3 +214,28 @@ def test_widths_must_divide_into_heads():
         )
     # A GRU word encoder has no heads: any width is fine.
     build_han_classifier(30, 2, 3, 4, embedding_dim=9, units=4, attention_units=6)
+
+
+def test_text_classifier_predict_traces_once_for_any_number_of_texts():
+    from keras_attn.models import TextClassifier, build_transformer_classifier
+    from keras_attn.models import text_classifier as module
+    from keras_attn.text import Tokenizer
+
+    model = build_transformer_classifier(
+        30522, 2, sequence_length=8, class_names=["neg", "pos"], **SMALL_TRANSFORMER
+    )
+    tokenizer = Tokenizer("bert-base-uncased", sequence_length=8)
+    classifier = TextClassifier(model, tokenizer, ["neg", "pos"])
+    texts = ["good film", "bad", "", "a longer text than the others, cut at 8"]
+    serving = classifier.serving_model()
+    labels = serving({"text": tf.constant(texts)})["label"].numpy()
+    expected = [v.decode() for v in labels]
+    assert classifier.predict(texts) == expected
+    assert classifier.predict(texts[:1]) == expected[:1]
+    # More texts than one call takes: in batches, in order, the same function.
+    module.PREDICT_BATCH, batch = 3, module.PREDICT_BATCH
+    try:
+        assert classifier.predict(texts * 2) == expected * 2
+    finally:
+        module.PREDICT_BATCH = batch
+    assert classifier._labels_fn[1].experimental_get_tracing_count() == 1

@@ -109,14 +109,13 @@ def _positives(args, labels) -> dict:
 
 
 def _task_names(labels, taken) -> dict:
-    """A task (output) name for each label column: a Python identifier a serving
-    signature carries, unique among the feature names."""
-    from keras_attn.features import input_name
+    """A task (output) name for each label column, unique among the feature
+    names."""
+    from keras_attn.models.ctr import task_name
 
     names, taken = {}, set(taken)
     for column in labels:
-        name = input_name(column.replace(".", "_").replace("-", "_"), taken)
-        names[column] = name.replace(".", "_").replace("-", "_")
+        names[column] = task_name(column, taken)
         taken.add(names[column])
     return names
 
@@ -324,6 +323,12 @@ def read_text_file(
                     raise ValueError(
                         f"JSON-lines file {str(path)!r}, line {number}: {error}"
                     ) from None
+                if not isinstance(row, dict):
+                    raise ValueError(
+                        f"JSON-lines file {str(path)!r}, line {number}: each line "
+                        "must be an object with the text and the label. Received: "
+                        f"{type(row).__name__} {line.strip()[:80]!r}"
+                    )
                 for column in (text_column, label_column):
                     if column not in row:
                         raise ValueError(

@@ -162,6 +162,20 @@ class InteractingLayer(Layer):
         input_shape = static_shape(input_shape)
         return (input_shape[0], input_shape[1], self.num_heads * self.key_dim)
 
+    def compute_output_spec(self, inputs, mask=None, return_attention_scores=False):
+        # Keras 3 only (a symbolic call): with the weights, two tensors, as `call`
+        # returns them (`compute_output_shape` alone would give one).
+        output = keras.KerasTensor(
+            self.compute_output_shape(inputs.shape), dtype=self.compute_dtype
+        )
+        if not return_attention_scores:
+            return output
+        batch, fields = inputs.shape[0], inputs.shape[1]
+        weights = keras.KerasTensor(
+            (batch, self.num_heads, fields, fields), dtype=self.compute_dtype
+        )
+        return output, weights
+
     def get_config(self):
         config = {
             "num_heads": self.num_heads,

@@ -20,7 +20,12 @@ from keras_attn.layers.aoa import (
 )
 from keras_attn.layers.labels import PredictedLabel
 from keras_attn.layers.token_ids import PlaceholderMask, SegmentIds, TokenMask
-from keras_attn.models.base import FunctionalModel, Parts, arguments_of
+from keras_attn.models.base import (
+    FunctionalModel,
+    Parts,
+    arguments_of,
+    output_tensors,
+)
 from keras_attn.models.bert import check_backbone
 from keras_attn.text.cloze import (
     ClozeQuestion,
@@ -84,14 +89,26 @@ def _document_scores(parts, head, d, q, document_mask, query_mask, query):
     )
 
 
+def _scores_layer(reader):
+    """The head's layer, whose output is the document scores `s`."""
+    if reader.head == "aoa":
+        return reader.attention_over_attention
+    return reader.document_attention
+
+
 def _scores_model(reader):
     """A model (sharing the weights) from the reader's inputs to its `s`."""
-    layer = (
-        reader.attention_over_attention
-        if reader.head == "aoa"
-        else reader.document_attention
-    )
-    return keras.Model(reader.inputs, layer.output, name=f"{reader.name}_s")
+    s = _scores_layer(reader).output
+    return keras.Model(reader.inputs, s, name=f"{reader.name}_s")
+
+
+def _explain_model(reader):
+    """A model from the reader's inputs to its outputs and `document_scores`."""
+    outputs = {
+        **output_tensors(reader),
+        "document_scores": _scores_layer(reader).output,
+    }
+    return keras.Model(reader.inputs, outputs, name=f"{reader.name}_explain")
 
 
 @register
@@ -208,6 +225,12 @@ class AoAReader(FunctionalModel):
         `DocumentAttention`)."""
         return _scores_model(self)
 
+    def explain_model(self):
+        """A model (sharing the weights) from the same inputs to the outputs and
+        `"document_scores"` `(batch, doc_len)`, the head's attention over the
+        document (see `scores_model`)."""
+        return _explain_model(self)
+
 
 @register
 class BertClozeReader(FunctionalModel):
@@ -319,6 +342,11 @@ class BertClozeReader(FunctionalModel):
         """A model (sharing the weights) from the same inputs to the document
         scores `s` `(batch, sequence_length)` of the head."""
         return _scores_model(self)
+
+    def explain_model(self):
+        """A model (sharing the weights) from the same inputs to the outputs and
+        `"document_scores"` `(batch, sequence_length)` (see `scores_model`)."""
+        return _explain_model(self)
 
 
 def build_aoa_reader(*args, **kwargs) -> AoAReader:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import copy
 
-from keras_attn.backend import ReplicaBuild, keras
+from keras_attn.backend import KERAS_3, ReplicaBuild, keras
 
-__all__ = ["FunctionalModel", "Parts", "arguments_of"]
+__all__ = ["FunctionalModel", "Parts", "arguments_of", "output_tensors"]
 
 
 def arguments_of(local_variables: dict) -> dict:
@@ -23,6 +23,14 @@ def arguments_of(local_variables: dict) -> dict:
     `__init__` (without `self`, `name` and `**kwargs`, which Keras handles)."""
     skip = ("self", "name", "kwargs", "__class__")
     return {k: v for k, v in local_variables.items() if k not in skip}
+
+
+def output_tensors(model) -> dict:
+    """A functional model's symbolic outputs by name (`{name: KerasTensor}`), the
+    same under both generations (tf_keras keeps a list beside `output_names`)."""
+    if KERAS_3:
+        return dict(model.output)
+    return dict(zip(model.output_names, model.outputs))
 
 
 class Parts:

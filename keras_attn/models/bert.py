@@ -18,10 +18,15 @@ from keras_attn.models.base import FunctionalModel, Parts, arguments_of
 from keras_attn.models.bert_weights import assign_weights, google_bert_layout
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,
+    apply_head,
     head_layers,
     head_outputs,
 )
-from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
+from keras_attn.models.encoder_parts import (
+    cls_explain_model,
+    encoder_blocks,
+    token_embedding,
+)
 from keras_attn.models.hf_checkpoint import HFCheckpoint, save_folder
 
 FACTORIZE = ("token", "all")
@@ -355,13 +360,7 @@ class BertClassifier(FunctionalModel):
             **head_layers(num_classes, class_names, wide),
         )
 
-        inputs = self._deep_inputs(backbone)
-        ngram_ids = None
-        if parts.wide is not None:
-            ngram_ids = keras.Input(
-                shape=(parts.wide.max_ngrams,), dtype="int32", name="ngram_ids"
-            )
-            inputs["ngram_ids"] = ngram_ids
+        inputs, ngram_ids = self._classifier_inputs(backbone, parts.wide)
         pooled = backbone(
             {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
         )["pooled_output"]
@@ -374,6 +373,46 @@ class BertClassifier(FunctionalModel):
             CLASSIFIER_SETTINGS,
             **kwargs,
         )
+
+    def explain_model(self):
+        """A model (sharing the weights) from the same inputs to
+        `{"probabilities", "cls_attention": (batch, num_heads, sequence_length)}`:
+        how `[CLS]` attends over the tokens in the backbone's last layer (needs a
+        block per layer). What the export's `explain` signature returns, and what to
+        plot. Inference only: the head's dropout is left out."""
+        backbone = self.backbone
+        # The backbone's pooled output and the last block's [CLS] attention, from
+        # tensors of the backbone's own graph (a nested model's insides are not
+        # tensors of this one's).
+        encoder = cls_explain_model(
+            backbone,
+            backbone.transformer_layers,
+            backbone.share_layers,
+            backbone.inputs,
+            backbone.token_mask.output,
+            {"pooled_output": backbone.pooler.output},
+        )
+        inputs, ngram_ids = self._classifier_inputs(backbone, self.wide)
+        out = encoder(
+            {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
+        )
+        outputs = {
+            "probabilities": apply_head(self, out["pooled_output"], ngram_ids),
+            "cls_attention": out["cls_attention"],
+        }
+        return keras.Model(inputs, outputs, name=f"{self.name}_explain")
+
+    @classmethod
+    def _classifier_inputs(cls, backbone, wide) -> tuple[dict, object]:
+        """New `keras.Input`s of the classifier, and its `ngram_ids` input (None
+        without a wide part)."""
+        inputs = cls._deep_inputs(backbone)
+        if wide is None:
+            return inputs, None
+        inputs["ngram_ids"] = keras.Input(
+            shape=(wide.max_ngrams,), dtype="int32", name="ngram_ids"
+        )
+        return inputs, inputs["ngram_ids"]
 
     @staticmethod
     def _deep_inputs(backbone) -> dict:

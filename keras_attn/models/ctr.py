@@ -48,7 +48,11 @@ from keras_attn.features.preprocessing import (
     raw_input_spec,
 )
 from keras_attn.features.reader import csv_files
-from keras_attn.features.specs import features_from_json, features_to_json
+from keras_attn.features.specs import (
+    features_from_json,
+    features_to_json,
+    input_name,
+)
 from keras_attn.layers import (
     PLE,
     AttentionSequencePooling,
@@ -58,7 +62,7 @@ from keras_attn.layers import (
     MMoE,
 )
 from keras_attn.layers.din import INTERACTIONS
-from keras_attn.models.base import FunctionalModel, Parts
+from keras_attn.models.base import FunctionalModel, Parts, output_tensors
 from keras_attn.optimizers import FusedAdam
 from keras_attn.precision import (
     check_mixed_precision,
@@ -79,6 +83,7 @@ __all__ = [
     "fit_ctr_model",
     "gate_weights_model",
     "split_ctr_model",
+    "task_name",
 ]
 
 #: How the tasks share the bottom of the model.
@@ -89,12 +94,25 @@ _KINDS = {
 }
 
 
+def task_name(column: str, taken=()) -> str:
+    """An output name for a label column: an ASCII Python identifier (what a
+    `Task`'s name must be), unique among `taken`.
+
+    Example:
+
+    >>> [task_name(c) for c in ("click rate", "âge", "y.1")], task_name("y", ["y"])
+    (['click_rate', 'age', 'y_1'], 'y_2')
+    """
+    return input_name(column.replace(".", "_").replace("-", "_"), taken)
+
+
 @dataclasses.dataclass
 class Task:
     """One prediction task of a CTR model: its label, loss, weight and metrics.
 
     Args:
-        name: str. The output's name (a Python identifier).
+        name: str. The output's name (an ASCII Python identifier; `task_name`
+            makes one from a column's name).
         label: str. The label column. Defaults to `name`.
         positive: value or list of values of the label column that mean 1 (for text
             labels such as "50000+."). None reads the column as numbers.
@@ -121,10 +139,18 @@ class Task:
     metrics: list | None = None
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name.isidentifier():
+        if not (
+            isinstance(self.name, str)
+            and self.name.isidentifier()
+            and self.name.isascii()
+        ):
+            # Non-ASCII letters make an identifier, not a TensorFlow scope name.
+            hint = ""
+            if isinstance(self.name, str) and self.name:
+                hint = f"; e.g. Task({task_name(self.name)!r}, label={self.name!r})"
             raise ValueError(
-                "`name` of a Task must be a Python identifier (it names the "
-                f"output). Received: name={self.name!r}"
+                "`name` of a Task must be an ASCII Python identifier (it names the "
+                f"output). Received: name={self.name!r}{hint}"
             )
         check_choice("kind", self.kind, sorted(_KINDS))
         check_finite("loss_weight", self.loss_weight, minimum=0, where="a Task")
@@ -540,6 +566,38 @@ class CTRModel(FunctionalModel):
             self._graph["inputs"], self._graph["gates"], name=f"{self.name}_gates"
         )
 
+    def explain_model(self):
+        """A model (sharing the weights) from the same raw inputs to the task
+        outputs and what explains them: `{task}_gate_weights` `(batch, num_experts)`
+        for each task of an `MMoE` or `PLE` block (rows summing to 1), and
+        `field_attention_{i}` `(batch, num_heads, fields, fields)` for each
+        `InteractingLayer`. What the export's `explain` signature returns, and what
+        to plot."""
+        graph = self._graph
+        explained = {
+            f"{task}_gate_weights": gates
+            for task, gates in (graph["gates"] or {}).items()
+        }
+        interacting = [
+            (layer, fields)
+            for layer, fields in zip(self.interaction, graph["interaction_inputs"])
+            if isinstance(layer, InteractingLayer)
+        ]
+        for i, (layer, fields) in enumerate(interacting):
+            # The layer once more on its input in the graph, for its weights:
+            # (batch, heads, fields, fields).
+            explained[f"field_attention_{i}"] = _FieldAttention(layer)(fields)
+        if not explained:
+            raise ValueError(
+                f"Model {self.name!r} has neither MMoE/PLE gates nor interacting "
+                "layers: there is nothing for an explain model or signature to return"
+            )
+        return keras.Model(
+            graph["inputs"],
+            {**output_tensors(self), **explained},
+            name=f"{self.name}_explain",
+        )
+
     def get_config(self):
         initializer, regularizer = self._embeddings
         return {
@@ -557,6 +615,23 @@ class CTRModel(FunctionalModel):
                 else keras.regularizers.serialize(regularizer)
             ),
         }
+
+
+class _FieldAttention(keras.layers.Layer):
+    """An `InteractingLayer`'s attention weights as a layer of their own, for an
+    explain model: Keras 3's functional graph expects every call of a layer to
+    give the structure of its first (the output alone)."""
+
+    def __init__(self, interacting, **kwargs):
+        super().__init__(name=f"{interacting.name}_weights", **kwargs)
+        self.interacting = interacting
+
+    def call(self, fields):
+        return self.interacting(fields, return_attention_scores=True)[1]
+
+    def compute_output_shape(self, input_shape):
+        fields = input_shape[1]
+        return (input_shape[0], self.interacting.num_heads, fields, fields)
 
 
 def _listed(tasks) -> list:
@@ -1115,12 +1190,18 @@ def fit_ctr_model(
     jit_compile = resolve_jit_compile(jit_compile, policy, default=has_accelerator())
     replicated = strategy.num_replicas_in_sync > 1
     start_epoch = training.completed_epochs(backup_dir) if backup_dir else 0
+    if seed is None:
+        # With a backup, the seed a restarted run takes again (a CSV file's order
+        # came from a fresh random seed: the resumed epochs were another order);
+        # else a new order each run, reproducible under keras.utils.set_random_seed.
+        seed = (
+            0
+            if backup_dir is not None
+            else int(tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int64))
+        )
     if isinstance(data, pd.DataFrame):
         # Whole columns, encoded once on the host; epoch e's order is a function
         # of (seed, e) (`training.epoch_batches`), so a resumed run keeps it.
-        if seed is None and backup_dir is None:
-            # A new order each run, reproducible under keras.utils.set_random_seed.
-            seed = int(tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int64))
         feed = training.feed_epochs(
             frame_tensors(data, features, tasks, preprocessor),
             len(data),

@@ -14,7 +14,7 @@ from keras_attn.backend import keras
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.layers.transformer import TransformerEncoderBlock
 
-__all__ = ["encoder_blocks", "token_embedding"]
+__all__ = ["block_input", "cls_attention", "encoder_blocks", "token_embedding"]
 
 
 def token_embedding(vocabulary_size: int, hidden_dim: int, embedding_dim=None):
@@ -62,3 +62,38 @@ def encoder_blocks(settings: dict, intermediate_dropout: float | None = None) ->
         )
         for index in range(1 if share else settings["num_layers"])
     ]
+
+
+def block_input(block):
+    """The input tensor of an encoder block called once in its model's graph."""
+    x = block.input
+    return x[0] if isinstance(x, (list, tuple)) else x  # Keras 3 lists the mask too
+
+
+def cls_attention(block, x, mask):
+    """The `[CLS]` row of `block`'s attention over its input `x` (symbolic or
+    eager): `(batch, heads, seq_len)`, zero on padded keys."""
+    if block.normalize_first:
+        x = block.attention_norm(x)
+    _, scores = block.attention(
+        x, x, value_mask=mask, return_attention_scores=True
+    )  # (batch, heads, seq_len, seq_len)
+    return scores[:, :, 0, :]
+
+
+def cls_explain_model(model, blocks, shared, inputs, mask, outputs: dict):
+    """A model on `inputs` to `outputs` and `"cls_attention"` `(batch, heads,
+    seq_len)`, the `[CLS]` attention of the last of `blocks` (the Transformer
+    classifiers' `explain_model()`; its input, the padding `mask` and `outputs` are
+    tensors of `model`'s graph)."""
+    if shared:
+        raise ValueError(
+            f"Model {model.name!r} applies one block at every layer "
+            "(`share_layers=True`): its last layer's input is no tensor of its own, "
+            "so it has no explain model"
+        )
+    last = blocks[-1]
+    attention = cls_attention(last, block_input(last), mask)
+    return keras.Model(
+        inputs, {**outputs, "cls_attention": attention}, name=f"{model.name}_explain"
+    )

@@ -67,7 +67,7 @@ class HANClassifier(FunctionalModel):
     sinusoidal positions) -> word attention (a learned context vector) -> sentence
     vectors -> bidirectional GRU sentence encoder -> sentence attention -> document
     vector -> softmax. Id 0 is padding: padded words and empty sentences are masked
-    everywhere. `attention_model()` gives both levels of attention weights.
+    everywhere. `explain_model()` gives both levels of attention weights.
 
     The parts are attributes: `token_embedding`, `word_encoder` (the encoder applied
     to every sentence), `word_attention`, `sentence_encoder`, `sentence_attention`,
@@ -219,10 +219,15 @@ class HANClassifier(FunctionalModel):
         takes, from token ids; on symbolic or eager tensors."""
         return _encode(self, ids)[0]
 
-    def attention_model(self):
+    def explain_model(self):
         """A model (sharing the weights) from the same inputs to
         `{"probabilities", "word_attention": (batch, sentences, words),
-        "sentence_attention": (batch, sentences)}`, for plotting."""
+        "sentence_attention": (batch, sentences)}`: what the export's `explain`
+        signature returns, and what to plot."""
+        return self.attention_model()
+
+    def attention_model(self):
+        """`explain_model()` (its first name)."""
         inputs, ids, ngram_ids = classifier_inputs(self.token_shape, self.wide)
         document, words, sentences = _encode(self, ids)
         outputs = {

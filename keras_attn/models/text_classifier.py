@@ -78,6 +78,10 @@ LIMIT_CAPS = {
 }
 
 
+#: Texts per call of `TextClassifier.predict`'s function (bounds its memory).
+PREDICT_BATCH = 256
+
+
 @dataclass
 class TextClassifier:
     """A trained classifier with what serving it needs."""
@@ -95,6 +99,8 @@ class TextClassifier:
     validation_indices: np.ndarray | None = None
     #: The settings the defaults resolved to (limits, vocabulary, wide, ...).
     settings: dict = field(default_factory=dict)
+    #: `predict`'s traced function (made on first use).
+    _labels_fn: object = field(default=None, init=False, repr=False, compare=False)
 
     def serving_model(self):
         """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`);
@@ -121,8 +127,22 @@ class TextClassifier:
         texts = list(texts)
         if not texts:
             return []
-        out = self.serving_model()({"text": tf.constant(texts, tf.string)})
-        return [v.decode("utf-8") for v in out["label"].numpy()]
+        parts = (self.model, self.tokenizer, tuple(self.class_names))
+        if self._labels_fn is None or self._labels_fn[0] != parts:
+            # Traced once for any number of texts (a new serving model per call
+            # retraced every time); again only when the parts are replaced.
+            serving = self.serving_model()
+            labels_fn = tf.function(
+                lambda text: serving({"text": text})["label"],
+                input_signature=[tf.TensorSpec([None], tf.string)],
+            )
+            self._labels_fn = (parts, labels_fn)
+        labels_fn = self._labels_fn[1]
+        labels = []
+        for start in range(0, len(texts), PREDICT_BATCH):
+            batch = tf.constant(texts[start : start + PREDICT_BATCH], tf.string)
+            labels += [v.decode("utf-8") for v in labels_fn(batch).numpy()]
+        return labels
 
 
 def _check_pairs(x_name, xs, y_name, ys):

@@ -9,7 +9,12 @@ from keras_attn.layers.attention import ContextAttentionPooling
 from keras_attn.layers.pooling import SequencePooling
 from keras_attn.layers.position import PositionEmbedding, SinusoidalPositionEncoding
 from keras_attn.layers.token_ids import TokenMask
-from keras_attn.models.base import FunctionalModel, Parts, arguments_of
+from keras_attn.models.base import (
+    FunctionalModel,
+    Parts,
+    arguments_of,
+    output_tensors,
+)
 from keras_attn.models.classifier_head import (
     CLASSIFIER_SETTINGS,
     apply_head,
@@ -17,7 +22,11 @@ from keras_attn.models.classifier_head import (
     head_layers,
     head_outputs,
 )
-from keras_attn.models.encoder_parts import encoder_blocks, token_embedding
+from keras_attn.models.encoder_parts import (
+    cls_explain_model,
+    encoder_blocks,
+    token_embedding,
+)
 
 __all__ = [
     "POSITIONS",
@@ -160,6 +169,28 @@ class TransformerClassifier(FunctionalModel):
         """The pooled vectors (after dropout) that the head takes, from token ids;
         on symbolic or eager tensors."""
         return _encode(self, self._arguments, ids, return_attention=False)[0]
+
+    def explain_model(self):
+        """A model (sharing the weights) from the same inputs to
+        `{"probabilities", "cls_attention": (batch, num_heads, sequence_length)}`:
+        how the `[CLS]` token attends over the tokens in the last layer (needs
+        `pooling="cls"` and a block per layer). What the export's `explain`
+        signature returns, and what to plot; `attention_weights` gives every
+        layer's full weights."""
+        if self._arguments["pooling"] != "cls":
+            raise ValueError(
+                f"Model {self.name!r} pools with {self._arguments['pooling']!r}: "
+                "its explain model needs `pooling='cls'` (the [CLS] token's "
+                "attention is what it pools)"
+            )
+        return cls_explain_model(
+            self,
+            self.transformer_layers,
+            self._arguments["share_layers"],
+            self.inputs,
+            self.token_mask.output,
+            {"probabilities": output_tensors(self)["probabilities"]},
+        )
 
     def attention_weights(self, inputs):
         """Each layer's and head's self-attention weights of `inputs`, for plotting

@@ -12,7 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from keras_attn._publish import written_whole
-from keras_attn._validation import check_at_most, check_positive_int, check_shape
+from keras_attn._validation import (
+    check_at_most,
+    check_bool,
+    check_positive_int,
+    check_shape,
+)
 from keras_attn.backend import quiet_save, tf
 from keras_attn.layers.retrieval import BruteForceTopK
 
@@ -97,6 +102,7 @@ def export_retrieval_index(
     vocabulary,
     k: int = 10,
     exclude_history: bool = True,
+    overwrite: bool = False,
 ) -> str:
     """Writes a SavedModel that maps a raw history to its top-k items.
 
@@ -114,8 +120,9 @@ def export_retrieval_index(
     - `serve_strings` (integer vocabularies): `history` as decimal strings,
       `item_ids` as strings.
 
-    The folder is written beside `export_dir` and moved in whole (an existing one
-    swapped out), so a server polling it never sees half an export.
+    The folder is written beside `export_dir` and moved in whole (with
+    `overwrite`, an existing one swapped out), so a server polling it never sees
+    half an export.
 
     Args:
         model: a trained `SequentialRetrieval` (any retrieval task).
@@ -124,10 +131,13 @@ def export_retrieval_index(
             strings), e.g. `data.items["item_id"]`.
         k: int. Items returned per history. Defaults to 10.
         exclude_history: bool. Leave the history's items out. Defaults to True.
+        overwrite: bool. Replace an existing `export_dir` (else an error before
+            anything is written). Defaults to False.
 
     Returns:
         `export_dir`.
     """
+    check_bool("overwrite", overwrite)
     vocabulary = np.asarray(vocabulary)
     check_shape("vocabulary", vocabulary.shape, (model.num_items,), "(num_items,)")
     check_at_most(
@@ -146,7 +156,8 @@ def export_retrieval_index(
         }
     else:
         signatures = {"serving_default": serving.serve_strings}
-    # An existing export is swapped out whole, never removed first.
-    with written_whole(export_dir, overwrite=True) as folder, quiet_save():
+    # An existing export (with `overwrite`) is swapped out whole, never removed
+    # first.
+    with written_whole(export_dir, overwrite=overwrite) as folder, quiet_save():
         tf.saved_model.save(serving, str(folder), signatures=signatures)
     return export_dir
