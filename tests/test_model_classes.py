@@ -1,14 +1,20 @@
 """The model classes keep their parts as attributes; the CTR model is composed of
-parts passed as objects. (That a `.keras` file rebuilds each class with the same
-settings and outputs is the first check of the model harness, in
-tests/test_model_harness.py.)"""
+parts passed as objects; `explain_model()` gives the outputs and what explains
+them. (That a `.keras` file rebuilds each class with the same settings and outputs
+is the first check of the model harness, in tests/test_model_harness.py.)"""
 
+import numpy as np
 import pytest
 
 from keras_attn.backend import keras
 from keras_attn.layers import InteractingLayer, MMoE
-from keras_attn.models import CTRModel
-from tests.test_model_harness import ROWS, SPECS
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    CTRModel,
+    TransformerClassifier,
+)
+from tests.test_model_harness import CASES, ROWS, SPECS, _ctr
 
 
 def test_ctr_model_keeps_the_parts_it_was_given():
@@ -66,7 +72,7 @@ def _numpy(outputs) -> dict:
 
 @pytest.mark.parametrize("name", sorted(EXPLAINED))
 def test_explain_model_gives_the_outputs_and_the_weights_that_explain_them(name):
-    build, inputs = CASES[name]
+    _, build, inputs, _ = CASES[name]
     model = build()
     feeds = inputs()
     outputs = _numpy(model(feeds, training=False))
@@ -99,14 +105,14 @@ def test_explain_model_weights_equal_the_layers_own():
         )
     # Transformer: the [CLS] row of the last layer's weights, as attention_weights
     # computes them eagerly; zero on padded keys.
-    build, inputs = CASES["transformer"]
+    _, build, inputs, _ = CASES["transformer"]
     transformer, ids = build(), inputs()
     cls = np.asarray(transformer.explain_model()(ids)["cls_attention"])
     every = np.asarray(transformer.attention_weights(ids)["attention"])
     np.testing.assert_allclose(cls, every[:, -1, :, 0, :], atol=1e-6)
     assert np.all(cls[0, :, -1] == 0.0)  # the padded last token
     # AoA: the head's scores, as scores_model gives them.
-    build, inputs = CASES["aoa"]
+    _, build, inputs, _ = CASES["aoa"]
     reader, feeds = build(), inputs()
     np.testing.assert_allclose(
         reader.explain_model()(feeds)["document_scores"],

@@ -25,6 +25,7 @@ from keras_attn.models import (
     TransformerClassifier,
     split_ctr_model,
 )
+from keras_attn.models.base import output_tensors
 from tests.harness import run_model_test
 
 SPECS = [
@@ -70,8 +71,8 @@ def _ctr_core(model, rows):
 def _probabilities(model, inputs):
     # The `label` output gathers class-name strings, which XLA cannot compile: the
     # XLA step trains the numeric part (the same weights), up to the probabilities.
-    outputs = model.output if KERAS_3 else dict(zip(model.output_names, model.outputs))
-    return keras.Model(model.input, outputs["probabilities"]), inputs
+    probabilities = output_tensors(model)["probabilities"]
+    return keras.Model(model.input, probabilities), inputs
 
 
 def _bert():
