@@ -13,7 +13,7 @@ vocabulary), and every reader asked for (`--encoder` x `--head`) is trained with
 Wilson interval beside the most-frequent candidate and chance, each reader against
 the baseline, and the paired comparisons (the dot head minus AoA on one encoder,
 BERT minus GRU under one head): the difference with its 95% interval for matched
-pairs and McNemar's exact p-value, from `benchmarks.bench_text.paired_difference`.
+pairs and McNemar's exact p-value, from `benchmarks._stats.paired_difference`.
 
 The BERT readers (`BertClozeReader`) share one word-level `BertBackbone` over the
 cloze vocabulary (`cloze_bert_vocabulary`: the placeholder is `[MASK]`), first
@@ -249,7 +249,7 @@ def _comparisons(readers) -> list:
 
 
 def _body(r, args) -> str:
-    from benchmarks.bench_text import paired_difference, wilson
+    from benchmarks._stats import paired_difference, wilson
 
     n, scored = r["test_questions"], r["scored"]
     lines = [

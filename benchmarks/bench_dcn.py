@@ -89,6 +89,10 @@ VARIANTS = {
     "3 full-rank crosses, init 1e-2": dict(
         cross_layers=3, dnn=(), rank=None, init_std=1e-2
     ),
+    # DCNMix's linear part (keras_attn only: DCNMix always has one).
+    "3 full-rank crosses, init 1e-2, linear": dict(
+        cross_layers=3, dnn=(), rank=None, init_std=1e-2, linear=True
+    ),
 }
 #: Each library's variant of best validation AUC (RESULTS.md: bench_dcn_validation).
 CHOSEN = {"keras_attn": "3 full-rank crosses, init 1e-2", "deepctr": "3 crosses"}
@@ -159,6 +163,7 @@ def run_keras_attn(
             stddev=config["init_std"]
         ),
         embeddings_regularizer=keras.regularizers.L2(config["l2_embedding"]),
+        linear=config.get("linear", False),
     )
     return timed_fit_ctr(
         out_dir,
@@ -248,9 +253,9 @@ def validate(argv) -> int:
     parser.add_argument("--section", default="bench_dcn_validation")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks._auc import auc_interval
     from benchmarks._ctr_runs import run_process
     from benchmarks._results import machine
+    from benchmarks._stats import auc_interval
 
     _, validation, _ = load_validation()
     labels = validation["label"].to_numpy()

@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from benchmarks._stats import bootstrap_interval
+
 _WORD = re.compile(r"^[a-z']+$")
 _FIRST_PHONEME = 0xE000  # Unicode private use area: no clash with real letters
 
@@ -91,16 +93,20 @@ def error_rates(predicted, references):
 
 
 def bootstrap_intervals(counts, num_bootstrap: int = 1000, seed: int = 0):
-    """95% percentile intervals of PER and WER, resampling words."""
-    rng = np.random.default_rng(seed)
+    """95% percentile intervals of PER and WER, resampling words (the same
+    resamples for both)."""
+    errors, lengths = counts[:, 0], counts[:, 1]
+
+    def per(pick):
+        return errors[pick].sum() / max(lengths[pick].sum(), 1)
+
+    def wer(pick):
+        return np.mean(errors[pick] > 0)
+
     n = len(counts)
-    pers, wers = np.empty(num_bootstrap), np.empty(num_bootstrap)
-    for b in range(num_bootstrap):
-        pick = counts[rng.integers(0, n, n)]
-        pers[b] = pick[:, 0].sum() / max(pick[:, 1].sum(), 1)
-        wers[b] = np.mean(pick[:, 0] > 0)
-    return tuple(np.percentile(pers, [2.5, 97.5])), tuple(
-        np.percentile(wers, [2.5, 97.5])
+    return (
+        bootstrap_interval(per, n, num_bootstrap, seed),
+        bootstrap_interval(wer, n, num_bootstrap, seed),
     )
 
 

@@ -52,6 +52,7 @@ import numpy as np
 
 from benchmarks._ctr_runs import SHARED_DATA, run_process
 from benchmarks._results import machine
+from benchmarks._stats import bootstrap_mean
 
 DATA = SHARED_DATA / "movielens_100k"
 CONFIG = dict(
@@ -327,13 +328,6 @@ print(json.dumps(run_one(
 """
 
 
-def _bootstrap(values, num=1000, seed=0):
-    draws = np.random.default_rng(seed).integers(0, len(values), (num, len(values)))
-    means = values[draws].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(values.mean()), float(low), float(high)
-
-
 def validate(args) -> int:
     """Each loss of `VALIDATED` at each learning rate, scored on the validation
     lists at each checkpoint; records the table and each loss's best setting."""
@@ -431,10 +425,10 @@ def main(argv=None) -> int:
     base = results.get("pointwise")
     rows = []
     for which, r in results.items():
-        value = _bootstrap(r["per_user"])
+        value = bootstrap_mean(r["per_user"])
         diff = ""
         if base is not None and which != "pointwise":
-            d = _bootstrap(r["per_user"] - base["per_user"])
+            d = bootstrap_mean(r["per_user"] - base["per_user"])
             diff = f"{d[0]:+.4f} ({d[1]:+.4f} to {d[2]:+.4f})"
         rows.append(
             f"| {RUNS[which][0]} | {r['learning_rate']:g}, {r['epochs']} | "

@@ -53,6 +53,7 @@ import numpy as np
 
 from benchmarks._ctr_runs import run_process
 from benchmarks._results import machine
+from benchmarks._stats import bootstrap_interval
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens_100k"
 CONFIG = dict(
@@ -87,12 +88,13 @@ def _paired_difference(ranks_a, ranks_b, users, k, num_bootstrap=1000, seed=0):
     unique, user_of = np.unique(users, return_inverse=True)
     sums = np.bincount(user_of, weights=diff, minlength=len(unique))
     counts = np.bincount(user_of, minlength=len(unique))
-    draws = np.random.default_rng(seed).integers(
-        0, len(unique), size=(num_bootstrap, len(unique))
+    low, high = bootstrap_interval(
+        lambda pick: sums[pick].sum() / counts[pick].sum(),
+        len(unique),
+        num_bootstrap,
+        seed,
     )
-    resampled = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
-    low, high = np.quantile(resampled, [0.025, 0.975])
-    return float(diff.mean()), float(low), float(high)
+    return float(diff.mean()), low, high
 
 
 #: The trained paths: (row label, TFRS task, Keras 2).

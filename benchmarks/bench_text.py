@@ -58,12 +58,13 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import math
 import os
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks._stats import paired_difference, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -130,14 +131,6 @@ def split(texts, labels, limit: int | None = None):
         pick(test, texts),
         pick(test, labels),
     )
-
-
-def wilson(correct: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a proportion `correct / n`."""
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
 
 
 def tfidf_lr(name, xtr, ytr, xte, yte) -> dict:
@@ -231,20 +224,6 @@ def _part_accuracies(clf, xte, yte) -> dict:
         p = _predict(deep_part_model(clf.model), _deep_inputs(inputs))
         out["deep_correct"] = int(np.sum(p.argmax(-1) == y))
     return out
-
-
-def paired_difference(a, b, z: float = 1.959964) -> tuple[float, float, float, float]:
-    """Accuracy of `b` minus `a` on the same documents (0/1 arrays): the difference,
-    its 95 % Wald interval for matched pairs, and McNemar's exact two-sided
-    p-value."""
-    a, b = np.asarray(a, bool), np.asarray(b, bool)
-    n = len(a)
-    only_b, only_a = int(np.sum(b & ~a)), int(np.sum(a & ~b))
-    d = (only_b - only_a) / n
-    half = z * math.sqrt(max(only_b + only_a - (only_b - only_a) ** 2 / n, 0)) / n
-    k, m = min(only_a, only_b), only_a + only_b
-    p = min(1.0, 2 * sum(math.comb(m, i) for i in range(k + 1)) / 2**m) if m else 1.0
-    return d, d - half, d + half, p
 
 
 def value_transforms(name, parts, transforms, patience, epochs, verbose=0) -> str:

@@ -1,10 +1,10 @@
-"""The DeLong AUC intervals of the CTR benchmarks (benchmarks/_auc.py)."""
+"""The DeLong AUC intervals of the CTR benchmarks (benchmarks/_stats.py)."""
 
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from benchmarks._auc import auc_interval, delong, difference_interval
+from benchmarks._stats import auc_interval, delong, difference_interval
 
 pytestmark = pytest.mark.generation_neutral
 

@@ -130,3 +130,31 @@ def test_explain_model_says_what_it_needs():
     plain = CTRModel(SPECS[:2], ["click"], embedding_dim=4)
     with pytest.raises(ValueError, match="nothing for an explain model"):
         plain.explain_model()
+
+
+def test_a_linear_part_adds_each_fields_weight_to_the_tasks_logit(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = CTRModel(SPECS, ["click"], embedding_dim=4, linear=True)
+    # Give the linear part weights of its own to see (they start near 0).
+    for w in model.linear["click"].weights:
+        w.assign(np.random.default_rng(1).normal(0, 0.5, w.shape))
+    out = np.asarray(model(ROWS)["click"])
+    # The same model cut before the sum: the deep logit, and each field's weight.
+    deep = keras.Model(model.inputs, model.heads["click"].output)(ROWS)
+    encoded = model.preprocessor(ROWS)
+    terms = model.linear["click"](
+        encoded["categorical_ids"], encoded["numeric_preprocessing"]
+    )  # (batch, fields, 1): "user" and "price" ("item" has the history's table)
+    assert tuple(terms.shape) == (3, 2, 1)
+    logit = np.asarray(deep) + np.asarray(terms).sum(axis=1)
+    np.testing.assert_allclose(out, 1 / (1 + np.exp(-logit)), rtol=1e-5, atol=1e-6)
+    # Kept in the config and through a .keras file; without it, the config is
+    # as before.
+    assert model.get_config()["linear"] is True
+    assert "linear" not in CTRModel(SPECS, ["click"]).get_config()
+    path = str(tmp_path / "linear.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(reloaded(ROWS)["click"], out, atol=1e-6)
+    with pytest.raises(ValueError, match="`linear` must be"):
+        CTRModel(SPECS, ["click"], linear="yes")

@@ -290,6 +290,11 @@ class CTRModel(FunctionalModel):
             reads), or None (the towers read the dense input). Defaults to None.
         towers: dict `{task: layer}` applied to the task's input before its output
             unit; a task without one goes straight to it. Defaults to none.
+        linear: bool. A linear part per task, added to the task's logit before its
+            output unit: a weight per category of each plain categorical field and
+            per standardized number (`FieldEmbedding` of width 1, attribute
+            `linear`, by task), as DeepCTR's models and wide-and-deep have.
+            Defaults to False.
         embeddings_initializer: initializer of the field embeddings (tables and
             numeric vectors). Defaults to "uniform".
         embeddings_regularizer: optional regularizer of the field embeddings.
@@ -330,6 +335,7 @@ class CTRModel(FunctionalModel):
         sequence_pooling=None,
         multitask=None,
         towers=None,
+        linear: bool = False,
         embeddings_initializer="uniform",
         embeddings_regularizer=None,
         name: str = "ctr",
@@ -342,6 +348,7 @@ class CTRModel(FunctionalModel):
         _check_features(features, tasks)
         check_positive_int("embedding_dim", embedding_dim)
         check_bool("shared_table", shared_table)
+        check_bool("linear", linear)
         task_names = [t.name for t in tasks]
         if interaction is None:
             interaction = []
@@ -384,31 +391,36 @@ class CTRModel(FunctionalModel):
         encoded = {}
 
         # Encoders: field embeddings, interaction, sequence pooling.
-        field_embedding = None
-        fields = []
-        if plain or numeric is not None:
-            field_embedding = FieldEmbedding(
+        def plain_fields(dim, name, initializer):
+            """A `FieldEmbedding` of the plain categorical fields and numbers."""
+            if not plain and numeric is None:
+                return None
+            return FieldEmbedding(
                 [by_name[n].vocabulary_size for n in plain],
-                embedding_dim,
+                dim,
                 num_numeric=0 if numeric is None else int(numeric.shape[-1]),
                 shared_table=shared_table,
                 embeddings_initializer=initializer,
                 embeddings_regularizer=regularizer,
                 validate_ids=False,  # the lookups cannot leave the range
-                name="field_embedding",
+                name=name,
             )
+
+        def embed(layer):
+            """`layer` on the ids and numbers: `(batch, fields, dim)`."""
+            return layer(
+                ids if plain else None, *([] if numeric is None else [numeric])
+            )
+
+        field_embedding = plain_fields(embedding_dim, "field_embedding", initializer)
+        fields = []
         if plain:
             ids = StackColumns(name="categorical_ids")([prep["ids"][n] for n in plain])
             encoded["categorical_ids"] = ids
         if numeric is not None:
             encoded["numeric_preprocessing"] = numeric
         if field_embedding is not None:
-            if plain and numeric is not None:
-                fields.append(field_embedding(ids, numeric))
-            elif plain:
-                fields.append(field_embedding(ids))
-            else:
-                fields.append(field_embedding(None, numeric))
+            fields.append(embed(field_embedding))
         sequence_tables = {
             n: keras.layers.Embedding(
                 by_name[n].vocabulary_size,
@@ -462,21 +474,45 @@ class CTRModel(FunctionalModel):
             shared_out = dict.fromkeys(task_names, multitask(x))
         else:
             shared_out = dict.fromkeys(task_names, x)
+        # With a linear part the head gives the logit and the output unit follows
+        # the sum; without one the head is the output unit (as models saved
+        # before the linear part have it).
+        linear_parts = {}
+        if linear:
+            linear_parts = {
+                t: plain_fields(1, f"{t}_linear", clone_initializer(initializer))
+                for t in task_names
+            }
+            if any(part is None for part in linear_parts.values()):
+                raise ValueError(
+                    "`linear=True` needs plain categorical or numeric features for "
+                    f"the linear part. Received: only sequence features {sequences}"
+                )
         heads = {
             t.name: keras.layers.Dense(
                 1,
-                activation=_KINDS[t.kind][1],
+                activation=None if linear else _KINDS[t.kind][1],
                 dtype="float32",  # outputs stay float32 under mixed precision
-                name=t.name,
+                name=f"{t.name}_logit" if linear else t.name,
             )
             for t in tasks
         }
         outputs = {}
-        for t in task_names:
-            h = shared_out[t]
-            if towers[t] is not None:
-                h = towers[t](h)
-            outputs[t] = heads[t](h)
+        for t in tasks:
+            h = shared_out[t.name]
+            if towers[t.name] is not None:
+                h = towers[t.name](h)
+            outputs[t.name] = heads[t.name](h)
+            if linear:
+                terms = _FieldSum(name=f"{t.name}_linear_logit")(
+                    embed(linear_parts[t.name])
+                )  # (batch, 1): the sum of the fields' weights
+                logit = keras.layers.Add(dtype="float32", name=f"{t.name}_sum")(
+                    [outputs[t.name], terms]
+                )
+                outputs[t.name] = keras.layers.Activation(
+                    _KINDS[t.kind][1], dtype="float32", name=t.name
+                )(logit)
 
         parts = Parts(
             field_embedding=field_embedding,
@@ -486,6 +522,7 @@ class CTRModel(FunctionalModel):
             multitask=multitask,
             towers=towers,
             heads=heads,
+            linear=linear_parts,
         )
         arguments = {
             "features": json.loads(features_to_json(features))["features"],
@@ -493,6 +530,10 @@ class CTRModel(FunctionalModel):
             "embedding_dim": embedding_dim,
             "shared_table": shared_table,
         }
+        if linear:
+            # Only a model with a linear part records it: other configs stay as
+            # they were.
+            arguments["linear"] = True
         self._init_functional(inputs, outputs, parts, arguments, name, **kwargs)
         # Untracked: the symbolic tensors the helpers cut the graph at.
         object.__setattr__(
@@ -617,6 +658,17 @@ class CTRModel(FunctionalModel):
         }
 
 
+class _FieldSum(keras.layers.Layer):
+    """`(batch, fields, 1)` -> `(batch, 1)`: the sum over the fields (a linear
+    part's logit)."""
+
+    def call(self, terms):
+        return tf.reduce_sum(terms, axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])
+
+
 class _FieldAttention(keras.layers.Layer):
     """An `InteractingLayer`'s attention weights as a layer of their own, for an
     explain model: Keras 3's functional graph expects every call of a layer to
@@ -671,6 +723,7 @@ def build_ctr_model(
     use_residual: bool = True,
     cross_layers: int = 0,
     cross_projection_dim: int | None = None,
+    linear: bool = False,
     din_hidden_units: Sequence[int] = (80, 40),
     din_activation: str = "dice",
     din_interaction: str = "concat_diff_product",
@@ -724,6 +777,8 @@ def build_ctr_model(
             flat fields, after the interacting layers. Defaults to 0.
         cross_projection_dim: int or None. Rank of the cross layers' matrices;
             None is full rank. Defaults to None.
+        linear: bool. A linear part per task beside the deep part (see
+            `CTRModel`). Defaults to False.
         din_hidden_units: list of int. DIN activation unit sizes. Defaults to
             (80, 40).
         din_activation: str. DIN activation unit activation. Defaults to "dice".
@@ -838,6 +893,7 @@ def build_ctr_model(
             },
             multitask=block,
             towers=towers,
+            linear=linear,
             embeddings_initializer=embeddings_initializer,
             embeddings_regularizer=embeddings_regularizer,
             name=name,
