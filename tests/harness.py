@@ -8,6 +8,11 @@ training step under `jit_compile=True`; `.keras` save and reload with equal outp
 a SavedModel export reloaded in a subprocess that imports only TensorFlow (it asserts
 that neither keras, tf_keras nor keras_attn got imported) and gives the same outputs.
 
+`run_model_test` is the model harness beside it (after KerasHub's
+`run_backbone_test`/`run_task_test`): `.keras` round trip, both mixed policies,
+the SavedModel reloaded by TensorFlow alone, and one XLA training step, for a model
+class.
+
 `assert_mask_invariant` checks that values at padded positions change nothing.
 """
 
@@ -27,6 +32,7 @@ import tempfile
 import numpy as np
 
 from keras_attn.backend import export_saved_model, keras, tf
+from keras_attn.precision import model_policy, policy_scope
 
 # Set by tests/conftest.py before each test: True when the test is marked
 # `generation_neutral` and not `generation_specific`, so the CI tier runs it under
@@ -319,24 +325,36 @@ def _functional(layer, inputs, call_kwargs):
     return keras.Model(symbolic, flat if len(flat) > 1 else flat[0]), flat
 
 
-def _fit_once(model, inputs, jit_compile=False):
-    """One optimizer step on an MSE to random targets; returns the loss. Outputs
-    that are not floats (masks, ids) get no loss."""
-    flat = [_numpy(o) for o in _flat_outputs(model(inputs))]
-    rng = np.random.default_rng(0)
-    targets = [rng.normal(size=o.shape).astype("float32") for o in flat]
-    losses = ["mse" if _is_floating(o) else None for o in flat]
+def _fit_once(model, inputs, jit_compile=False, loss=None, targets=None):
+    """One optimizer step (the whole batch) and its loss. By default an MSE to random
+    targets on every float output (outputs that are not floats, masks and ids, get
+    no loss); dict outputs get a dict of losses and targets. A model with its own
+    `train_step` (one that computes its loss) is compiled without a loss and fed
+    `inputs` alone."""
+    own_loss = type(model).train_step is not keras.Model.train_step
+    if loss is None and own_loss:
+        targets = None
+    elif loss is None:
+        outputs = model(inputs)
+        rng = np.random.default_rng(0)
+        if isinstance(outputs, dict):
+            floats = [k for k in sorted(outputs) if _is_floating(_numpy(outputs[k]))]
+            loss = {k: "mse" for k in floats}
+            targets = {
+                k: rng.normal(size=outputs[k].shape).astype("float32") for k in floats
+            }
+        else:
+            flat = [_numpy(o) for o in _flat_outputs(outputs)]
+            targets = [rng.normal(size=o.shape).astype("float32") for o in flat]
+            loss = ["mse" if _is_floating(o) else None for o in flat]
+            if len(flat) == 1:
+                loss, targets = loss[0], targets[0]
     model.compile(
-        optimizer=keras.optimizers.Adam(1e-2),
-        loss=losses if len(losses) > 1 else losses[0],
-        jit_compile=jit_compile,
+        optimizer=keras.optimizers.Adam(1e-2), loss=loss, jit_compile=jit_compile
     )
+    first = next(iter(inputs.values())) if isinstance(inputs, dict) else inputs
     history = model.fit(
-        inputs,
-        targets if len(targets) > 1 else targets[0],
-        batch_size=len(next(iter(inputs.values()))),
-        epochs=1,
-        verbose=0,
+        inputs, targets, batch_size=len(first), epochs=1, shuffle=False, verbose=0
     )
     return history.history["loss"][-1]
 
@@ -379,6 +397,9 @@ def _check_mixed_precision(layer_cls, init_kwargs, inputs, call_kwargs):
 
 
 def _check_saved_model(model, inputs, expected, atol, tmp, op_libraries=()):
+    """Exports `model`, reloads it with TensorFlow alone and feeds it `inputs` (by
+    name): its `serving_default` must give `expected`, a list in model order (served
+    as output_0, output_1, ...) or a dict by output name."""
     require_both_generations("a SavedModel reload")
     export_dir = os.path.join(tmp, "export")
     export_saved_model(model, export_dir)
@@ -393,8 +414,17 @@ def _check_saved_model(model, inputs, expected, atol, tmp, op_libraries=()):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["forbidden_modules"] == [], report
     with np.load(out_path) as data:
-        # serving_default names outputs output_0, output_1, ... in model order.
-        got = [data[k] for k in sorted(data.files, key=lambda s: int(s.split("_")[-1]))]
+        served = {k: data[k] for k in data.files}
+    if all(re.fullmatch(r"output_\d+", k) for k in served):
+        # Outputs without names, in model order (a dict's sorted by key).
+        got = [served[k] for k in sorted(served, key=lambda s: int(s[7:]))]
+        if isinstance(expected, dict):
+            expected = [expected[k] for k in sorted(expected)]
+    else:
+        assert isinstance(expected, dict), sorted(served)
+        assert sorted(served) == sorted(expected), (sorted(served), sorted(expected))
+        got = [served[k] for k in sorted(expected)]
+        expected = [expected[k] for k in sorted(expected)]
     assert len(got) == len(expected), (len(got), len(expected))
     _assert_equal_outputs(got, expected, atol, "SavedModel")
 
@@ -499,6 +529,173 @@ def run_layer_test(
     return layer
 
 
+#: How far a mixed policy's float outputs may be from float32's (same weights), as
+#: a share of the float32 output's largest magnitude (at least 1): float16 keeps 11
+#: significant bits, bfloat16 8, and a model compounds the rounding of many layers.
+MIXED_TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 8e-2}
+
+
+def _json(config):
+    # As a .keras file holds it (tuples become lists).
+    return json.loads(json.dumps(config))
+
+
+def _by_name(outputs) -> dict:
+    """A model's outputs as NumPy arrays by name: a dict's keys, else output_0, ...
+    (a SavedModel's names for outputs without one)."""
+    if isinstance(outputs, dict):
+        return {k: _numpy(v) for k, v in outputs.items()}
+    return {f"output_{i}": _numpy(o) for i, o in enumerate(_flat_outputs(outputs))}
+
+
+def _assert_same_outputs(got: dict, expected: dict, atol, what):
+    assert sorted(got) == sorted(expected), f"{what}: outputs {sorted(got)}"
+    names = sorted(expected)
+    _assert_equal_outputs(
+        [got[k] for k in names], [expected[k] for k in names], atol, what
+    )
+
+
+def _feeds(model, inputs) -> dict:
+    """The inputs by name, as a serving signature takes them."""
+    if isinstance(inputs, dict):
+        return inputs
+    names = getattr(model, "input_names", None) or [
+        t.name.split(":")[0] for t in model.inputs
+    ]
+    assert len(names) == 1, names
+    return {names[0]: inputs}
+
+
+def _check_keras_file(model, inputs, expected, atol, tmp):
+    """`from_config(get_config())` and a `.keras` save and load give the same class
+    with the same config; the reloaded model gives the same outputs."""
+    config = _json(model.get_config())
+    again = type(model).from_config(model.get_config())
+    assert type(again) is type(model), type(again)
+    assert _json(again.get_config()) == config, "from_config(get_config()) differs"
+    path = os.path.join(tmp, "model.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    assert type(reloaded) is type(model), type(reloaded)
+    assert _json(reloaded.get_config()) == config, ".keras reload's config differs"
+    _assert_same_outputs(_by_name(reloaded(inputs)), expected, atol, ".keras reload")
+
+
+def _check_model_mixed_precision(build, weights, inputs, expected):
+    """The model built under each mixed policy, given the float32 model's weights,
+    computes in that policy and gives finite outputs close to float32's."""
+    for policy in ("mixed_float16", "mixed_bfloat16"):
+        with policy_scope(policy):
+            mixed = build()
+        assert model_policy(mixed) == policy, (
+            f"built under {policy}, the model computes in {model_policy(mixed)}"
+        )
+        mixed(inputs)  # a subclassed model makes its weights on its first call
+        mixed.set_weights(weights)
+        got = _by_name(mixed(inputs))
+        assert sorted(got) == sorted(expected), f"{policy}: outputs {sorted(got)}"
+        _assert_finite(policy, list(got.values()))
+        for name in sorted(expected):
+            if not _is_floating(expected[name]):
+                continue  # ids and labels may flip on a near tie
+            scale = max(1.0, float(np.abs(expected[name]).max()))
+            np.testing.assert_allclose(
+                got[name].astype("float32"),
+                expected[name],
+                rtol=0,
+                atol=MIXED_TOLERANCE[policy] * scale,
+                err_msg=f"{policy} output {name!r} vs float32",
+            )
+
+
+def _jit_compiled(model) -> bool:
+    return bool(getattr(model, "jit_compile", getattr(model, "_jit_compile", False)))
+
+
+def _check_xla_step(model, inputs, loss, targets):
+    """One training step compiled with XLA runs, gives a finite loss and changes
+    the weights."""
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    assert before, "the model has no trainable weight"
+    value = _fit_once(model, inputs, jit_compile=True, loss=loss, targets=targets)
+    assert _jit_compiled(model), "the train step was not compiled with XLA"
+    assert np.isfinite(value), f"jit_compile step loss {value}"
+    changed = [
+        not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights)
+    ]
+    assert any(changed), "one XLA train step changed no weight"
+
+
+def run_model_test(
+    build,
+    inputs,
+    *,
+    loss=None,
+    train_inputs=None,
+    train_targets=None,
+    xla_part=None,
+    run_saving: bool = True,
+    run_xla: bool = True,
+    run_mixed_precision: bool = True,
+    run_saved_model: bool = True,
+    op_libraries: tuple = (),
+    atol: float = 1e-5,
+):
+    """Checks one model configuration against the contracts of a keras_attn model.
+
+    In order: (1) `from_config(get_config())` and a `.keras` save and load give the
+    same class, config and outputs; (2) the model built again under
+    `mixed_float16` and under `mixed_bfloat16`, with the same weights, computes in
+    that policy and gives finite outputs within `MIXED_TOLERANCE` of float32's;
+    (3) a SavedModel (`export_saved_model`) reloaded in a process that imports
+    TensorFlow alone gives the same outputs; (4) one training step compiled with
+    XLA (`jit_compile=True`) runs and changes the weights.
+
+    Args:
+        build: a function of no arguments that makes the model (called once per
+            policy).
+        inputs: what the model is called on: an array, or a dict by input name.
+        loss: the XLA step's loss (with `train_targets`). By default an MSE of
+            every float output to random targets, or, for a model with its own
+            `train_step`, the loss that step computes.
+        train_inputs: the XLA step's inputs. Defaults to `inputs`.
+        train_targets: the XLA step's targets, with `loss`.
+        xla_part: for a model holding ops XLA cannot compile (raw-string lookups):
+            a function `(model, inputs) -> (part, part_inputs)` giving the part
+            that shares its weights, and that part's inputs, for the XLA step.
+        op_libraries: modules the SavedModel's reloading process imports for their
+            ops (e.g. "tensorflow_text").
+        atol: tolerance of the `.keras` and SavedModel outputs.
+
+    Returns:
+        The model (trained one step when `run_xla`).
+    """
+    require_both_generations("run_model_test")
+    if isinstance(inputs, dict):
+        inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    else:
+        inputs = np.asarray(inputs)
+    model = build()
+    expected = _by_name(model(inputs))
+    _assert_finite("float32", list(expected.values()))
+    with tempfile.TemporaryDirectory() as tmp:
+        if run_saving:
+            _check_keras_file(model, inputs, expected, atol, tmp)
+        if run_mixed_precision:
+            _check_model_mixed_precision(build, model.get_weights(), inputs, expected)
+        if run_saved_model:
+            _check_saved_model(
+                model, _feeds(model, inputs), expected, atol, tmp, op_libraries
+            )
+    if run_xla:
+        part, part_inputs = model, inputs if train_inputs is None else train_inputs
+        if xla_part is not None:
+            part, part_inputs = xla_part(model, part_inputs)
+        _check_xla_step(part, part_inputs, loss, train_targets)
+    return model
+
+
 def assert_mask_invariant(
     layer,
     inputs: dict[str, np.ndarray],
@@ -556,9 +753,11 @@ def assert_masked_rows(
 
 
 __all__ = [
+    "MIXED_TOLERANCE",
     "POLICIES",
     "assert_mask_invariant",
     "assert_masked_rows",
     "require_both_generations",
     "run_layer_test",
+    "run_model_test",
 ]

@@ -1,156 +1,20 @@
-"""The model classes keep their settings: a `.keras` file (and `from_config` of
-`get_config`) rebuilds the same class with the same settings and outputs, under both
-Keras generations; their parts are attributes; the CTR model is composed of parts
-passed as objects."""
-
-import json
+"""The model classes keep their parts as attributes; the CTR model is composed of
+parts passed as objects; `explain_model()` gives the outputs and what explains
+them. (That a `.keras` file rebuilds each class with the same settings and outputs
+is the first check of the model harness, in tests/test_model_harness.py.)"""
 
 import numpy as np
 import pytest
 
 from keras_attn.backend import keras
-from keras_attn.features import CategoricalFeature, NumericFeature, SequenceFeature
-from keras_attn.layers import PLE, AttentionSequencePooling, InteractingLayer, MMoE
+from keras_attn.layers import InteractingLayer, MMoE
 from keras_attn.models import (
-    AoAReader,
     BertBackbone,
     BertClassifier,
-    BertClozeReader,
     CTRModel,
-    HANClassifier,
     TransformerClassifier,
 )
-
-SPECS = [
-    CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
-    CategoricalFeature("user", vocabulary=["u1", "u2"]),
-    NumericFeature("price", mean=1.0, std=2.0),
-    SequenceFeature("history", shares="item", max_len=3),
-]
-ROWS = {
-    "item": np.array(["i1", "i3", "nope"]),
-    "user": np.array(["u1", "u2", "u1"]),
-    "price": np.array([1.0, np.nan, 3.0], "float32"),
-    "history": np.array(["i1|i2", "", "i3|i3|i1|i2"]),
-}
-
-
-def _ids(shape, vocabulary=30, seed=0):
-    ids = np.random.default_rng(seed).integers(1, vocabulary, size=shape)
-    ids[0, ..., -1] = 0  # some padding
-    return ids.astype("int32")
-
-
-def _ctr():
-    return CTRModel(
-        SPECS,
-        ["click", "buy"],
-        embedding_dim=4,
-        interaction=[InteractingLayer(num_heads=1, key_dim=4, name="interacting")],
-        sequence_pooling={"history": AttentionSequencePooling(hidden_units=(4,))},
-        multitask=PLE(["click", "buy"], expert_units=[4], num_levels=1),
-        towers={"buy": keras.Sequential([keras.layers.Dense(3, activation="relu")])},
-        embeddings_initializer=keras.initializers.RandomUniform(-0.5, 0.5),
-    )
-
-
-def _bert():
-    return BertBackbone(30, sequence_length=6, hidden_dim=8, num_layers=2, num_heads=2)
-
-
-def _pairs(n=2):
-    ids = _ids((n, 6))
-    return {"token_ids": ids, "segment_ids": (ids > 10).astype("int32")}
-
-
-CASES = {
-    "ctr": (_ctr, lambda: ROWS),
-    "han": (
-        lambda: HANClassifier(
-            30,
-            2,
-            embedding_dim=8,
-            units=4,
-            attention_units=8,
-            class_names=["neg", "pos"],
-            wide={"num_buckets": 16, "max_ngrams": 5},
-        ),
-        lambda: {"token_ids": _ids((2, 3, 4)), "ngram_ids": _ids((2, 5), 17)},
-    ),
-    "transformer": (
-        lambda: TransformerClassifier(
-            30,
-            3,
-            6,
-            hidden_dim=8,
-            num_heads=2,
-            intermediate_dim=16,
-            embedding_dim=4,
-            positions="learned",
-            pooling="cls",
-        ),
-        lambda: _ids((2, 6)),
-    ),
-    "bert": (_bert, _pairs),
-    "bert_classifier": (lambda: BertClassifier(_bert(), 2, dropout=0.0), _pairs),
-    "aoa": (
-        lambda: AoAReader(30, embedding_dim=8, units=4),
-        lambda: {
-            "document_ids": _ids((2, 7)),
-            "query_ids": _ids((2, 3), seed=1),
-            "candidate_ids": _ids((2, 4), seed=2),
-        },
-    ),
-    "aoa_dot": (
-        lambda: AoAReader(30, embedding_dim=8, units=4, head="dot", placeholder_id=3),
-        lambda: {
-            "document_ids": _ids((2, 7)),
-            "query_ids": np.array([[3, 5, 3], [7, 3, 0]], "int32"),
-            "candidate_ids": _ids((2, 4), seed=2),
-        },
-    ),
-    **{
-        f"bert_cloze_{head}": (
-            lambda head=head: BertClozeReader(_bert(), head=head),
-            lambda: {
-                "document_ids": _ids((2, 6)),
-                "query_ids": np.array(
-                    [[2, 5, 9, 0, 0, 0], [4, 2, 0, 0, 0, 0]], "int32"
-                ),
-                "candidate_ids": _ids((2, 3), seed=2),
-            },
-        )
-        for head in ("aoa", "dot")
-    },
-}
-
-
-def _json(config):
-    # As the .keras file holds it (tuples become lists).
-    return json.loads(json.dumps(config))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_keras_file_rebuilds_the_class_with_its_settings(name, tmp_path):
-    build, inputs = CASES[name]
-    model, x = build(), inputs()
-    expected = model(x)
-    config = _json(model.get_config())
-    again = type(model).from_config(model.get_config())
-    assert type(again) is type(model) and _json(again.get_config()) == config
-    path = str(tmp_path / f"{name}.keras")
-    model.save(path)
-    reloaded = keras.models.load_model(path)
-    assert type(reloaded) is type(model)
-    assert _json(reloaded.get_config()) == config
-    got = reloaded(x)
-    assert sorted(got) == sorted(expected)
-    for key, value in expected.items():
-        if value.dtype.is_floating:
-            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6)
-        else:
-            np.testing.assert_array_equal(got[key], value)
+from tests.test_model_harness import CASES, ROWS, SPECS, _ctr
 
 
 def test_ctr_model_keeps_the_parts_it_was_given():
@@ -208,7 +72,7 @@ def _numpy(outputs) -> dict:
 
 @pytest.mark.parametrize("name", sorted(EXPLAINED))
 def test_explain_model_gives_the_outputs_and_the_weights_that_explain_them(name):
-    build, inputs = CASES[name]
+    _, build, inputs, _ = CASES[name]
     model = build()
     feeds = inputs()
     outputs = _numpy(model(feeds, training=False))
@@ -241,14 +105,14 @@ def test_explain_model_weights_equal_the_layers_own():
         )
     # Transformer: the [CLS] row of the last layer's weights, as attention_weights
     # computes them eagerly; zero on padded keys.
-    build, inputs = CASES["transformer"]
+    _, build, inputs, _ = CASES["transformer"]
     transformer, ids = build(), inputs()
     cls = np.asarray(transformer.explain_model()(ids)["cls_attention"])
     every = np.asarray(transformer.attention_weights(ids)["attention"])
     np.testing.assert_allclose(cls, every[:, -1, :, 0, :], atol=1e-6)
     assert np.all(cls[0, :, -1] == 0.0)  # the padded last token
     # AoA: the head's scores, as scores_model gives them.
-    build, inputs = CASES["aoa"]
+    _, build, inputs, _ = CASES["aoa"]
     reader, feeds = build(), inputs()
     np.testing.assert_allclose(
         reader.explain_model()(feeds)["document_scores"],
