@@ -95,7 +95,10 @@ VARIANTS = {
     ),
 }
 #: Each library's variant of best validation AUC (RESULTS.md: bench_dcn_validation).
-CHOSEN = {"keras_attn": "3 full-rank crosses, init 1e-2", "deepctr": "3 crosses"}
+CHOSEN = {
+    "keras_attn": "3 full-rank crosses, init 1e-2, linear",
+    "deepctr": "3 crosses",
+}
 VALIDATION_FIT_ROWS = 5120
 DEEPCTR = f"DeepCTR DCNMix, {CHOSEN['deepctr']} (tf_keras)"
 KERAS_ATTN = {
