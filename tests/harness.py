@@ -531,8 +531,10 @@ def run_layer_test(
 
 #: How far a mixed policy's float outputs may be from float32's (same weights), as
 #: a share of the float32 output's largest magnitude (at least 1): float16 keeps 11
-#: significant bits, bfloat16 8, and a model compounds the rounding of many layers.
-MIXED_TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 8e-2}
+#: significant bits, bfloat16 8. The worst of tests/test_model_harness.py's cases
+#: was 2.2e-3 and 1.4e-2 (BertBackbone; an AMD EPYC with AVX512_BF16); a model whose
+#: weights were not the float32 model's was off by 2.8e-2 to 1.5 in most cases.
+MIXED_TOLERANCE = {"mixed_float16": 5e-3, "mixed_bfloat16": 3e-2}
 
 
 def _json(config):

@@ -48,7 +48,7 @@ def _ids(shape, vocabulary=30, seed=0):
     return ids.astype("int32")
 
 
-def _ctr():
+def _ctr(**kwargs):
     return CTRModel(
         SPECS,
         ["click", "buy"],
@@ -58,6 +58,7 @@ def _ctr():
         multitask=PLE(["click", "buy"], expert_units=[4], num_levels=1),
         towers={"buy": keras.Sequential([keras.layers.Dense(3, activation="relu")])},
         embeddings_initializer=keras.initializers.RandomUniform(-0.5, 0.5),
+        **kwargs,
     )
 
 
@@ -110,7 +111,7 @@ def _pretraining_inputs():
 
 #: name -> (model class, build, inputs, further arguments of run_model_test)
 CASES = {
-    "ctr": _case(CTRModel, _ctr, lambda: ROWS, xla_part=_ctr_core),
+    "ctr": _case(CTRModel, lambda: _ctr(linear=True), lambda: ROWS, xla_part=_ctr_core),
     "han": _case(
         HANClassifier,
         lambda: HANClassifier(
