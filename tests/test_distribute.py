@@ -182,7 +182,7 @@ def test_fit_callbacks_and_completed_epochs(tmp_path):
     assert training.completed_epochs(tmp_path / "b") == 2
     callbacks[-1].on_train_end()
     assert training.completed_epochs(tmp_path / "b") == 0
-    with pytest.raises(ValueError, match=r"`backup_dir` must be a directory"):
+    with pytest.raises(ValueError, match=r"`backup_dir` must be a folder path \(str\)"):
         training.fit_callbacks(None, backup_dir=3)
 
 

@@ -313,7 +313,7 @@ def test_residual_fit_keeps_the_wide_part_and_reads_idf_off_the_fitted_part():
     assert own and (idf[sorted(own)] == 0).all()
     assert (idf[sorted(seen)] >= 1).all() and idf.max() <= np.log(1 + len(fitted)) + 1
     # The deep stage left the frozen wide part as the wide stage fitted it.
-    inputs = _model_inputs(clf.tokenizer, clf.model.wide, carved)
+    inputs = _model_inputs(clf.model, clf.tokenizer, carved)
     y = np.array([clf.class_names.index(labels[i]) for i in sorted(val)])
     p = wide_part_model(clf.model).predict(inputs["ngram_ids"], verbose=0)
     assert np.mean(p["probabilities"].argmax(-1) == y) == s["wide_val_accuracy"]
