@@ -319,3 +319,41 @@ def test_early_stopping_part_is_carved_from_training_documents_only():
     # The limits were read off the 46 remaining documents only.
     rest = [t for i, t in enumerate(train_texts) if i not in set(val)]
     assert clf.settings["sequence_length"] == corpus_limits(rest)["sequence_length"]
+
+
+@pytest.mark.slow
+def test_fit_text_classifier_calls_the_users_callbacks_each_epoch():
+    texts, labels = _split_corpus()
+    with pytest.raises(ValueError, match="`callbacks` must be a list of"):
+        fit_text_classifier(texts, labels, callbacks=["not a callback"])
+    with pytest.raises(ValueError, match="`callbacks` must be a list of"):
+        fit_text_classifier(texts, labels, callbacks=keras.callbacks.History())
+
+    class Record(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.epochs = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epochs.append((epoch, sorted(logs)))
+
+    record = Record()
+    clf = fit_text_classifier(
+        texts,
+        labels,
+        model="transformer",
+        epochs=2,
+        patience=5,
+        hidden_dim=4,
+        num_heads=1,
+        wide=False,
+        callbacks=[record],
+    )
+    # Every epoch of the deep part, with the validation logs keras_attn's own
+    # callbacks read too.
+    assert (
+        [e for e, _ in record.epochs]
+        == [0, 1]
+        == list(range(clf.settings["epochs_run"]))
+    )
+    assert all(any(k.startswith("val_") for k in keys) for _, keys in record.epochs)

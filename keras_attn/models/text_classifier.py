@@ -343,6 +343,7 @@ def fit_text_classifier(
     tpu: str | None = None,
     backup_dir=None,
     checkpoint_dir=None,
+    callbacks=None,
     mixed_precision: str = "float32",
     jit_compile: bool | str | None = "auto",
     pretrain_epochs: int = 0,
@@ -457,6 +458,9 @@ def fit_text_classifier(
             epoch with that epoch's data order (shuffled by `(seed, epoch)`).
         checkpoint_dir: str. The whole classifier's weights after each epoch go to
             `checkpoint_dir/epoch_NNN.weights.h5`.
+        callbacks: optional list of Keras callbacks for the deep part's epochs,
+            called after keras_attn's own (timer, backup, checkpoints, warm-up,
+            learning-rate halving, early stopping). Defaults to None.
         mixed_precision: str. The Keras dtype policy the model is built under
             (`keras_attn.precision.POLICIES`); the probabilities stay float32 and
             the global policy is restored afterwards. Defaults to "float32".
@@ -492,6 +496,13 @@ def fit_text_classifier(
     check_choice("model", model, MODELS)
     check_choice("wide_training", wide_training, WIDE_TRAININGS)
     check_mixed_precision(mixed_precision)
+    user_callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
+    wrong = [c for c in user_callbacks if not isinstance(c, keras.callbacks.Callback)]
+    if wrong or callbacks is not None and not isinstance(callbacks, (list, tuple)):
+        raise ValueError(
+            "`callbacks` must be a list of `keras.callbacks.Callback`s. Received: "
+            f"callbacks={callbacks!r}"
+        )
     check_int("pretrain_epochs", pretrain_epochs, minimum=0)
     check_int("pretrain_steps", pretrain_steps, minimum=1, allow_none=True)
     # Written after pretraining and the wide part: a file in the way fails now.
@@ -796,15 +807,17 @@ def fit_text_classifier(
         steps = steps_per_epoch
     val_ds = None
     timer = training.EpochTimer()
-    callbacks = training.fit_callbacks([timer], backup_dir, None)
+    deep_callbacks = training.fit_callbacks([timer], backup_dir, None)
     if checkpoint_dir is not None:
-        callbacks.append(training.weights_checkpoint(net, checkpoint_dir))
+        deep_callbacks.append(training.weights_checkpoint(net, checkpoint_dir))
     if model != "han" and not fine_tune:  # a checkpoint's schedule warms up
-        callbacks.append(training.WarmUp(learning_rate, -(-len(texts) // batch_size)))
+        deep_callbacks.append(
+            training.WarmUp(learning_rate, -(-len(texts) // batch_size))
+        )
     if validation is not None:
         val_ds = dataset(validation, y_validation, shuffle=False).cache()
         if not fine_tune:
-            callbacks.append(
+            deep_callbacks.append(
                 keras.callbacks.ReduceLROnPlateau(
                     monitor="val_loss",
                     factor=0.5,
@@ -813,7 +826,7 @@ def fit_text_classifier(
                 )
             )
         if patience:
-            callbacks.append(
+            deep_callbacks.append(
                 keras.callbacks.EarlyStopping(
                     monitor="val_probabilities_accuracy"
                     if _metric_prefixed(fitted)
@@ -828,7 +841,7 @@ def fit_text_classifier(
         validation_data=val_ds,
         epochs=epochs,
         steps_per_epoch=steps,
-        callbacks=callbacks,
+        callbacks=deep_callbacks + user_callbacks,
         shuffle=False,  # the dataset is shuffled
         verbose=verbose,
     )
