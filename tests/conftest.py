@@ -41,6 +41,23 @@ def _seed_and_policy():
     keras.mixed_precision.set_global_policy("float32")
 
 
+@pytest.fixture
+def text_fit_spy(monkeypatch):
+    """`keras_attn.models.fit_text_classifier` replaced by a spy, for CLI tests: the
+    returned dict gets the keyword arguments of the last call and its `texts`; the
+    fit returns an untrained `TextClassifier` of the labels' classes."""
+    from keras_attn import models
+
+    received = {}
+
+    def fit(texts, labels, **kwargs):
+        received.update(kwargs, texts=texts)
+        return models.TextClassifier(None, None, sorted(set(map(str, labels))))
+
+    monkeypatch.setattr(models, "fit_text_classifier", fit)
+    return received
+
+
 def pytest_report_header(config):
     return f"keras_attn under {'Keras 3' if KERAS_3 else 'tf_keras (Keras 2)'}: " + (
         f"keras {keras.__version__}, tensorflow {tf.__version__}"

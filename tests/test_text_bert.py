@@ -7,12 +7,11 @@ import json
 import numpy as np
 import pytest
 
-import keras_attn.models as models
 import keras_attn.models.text_classifier as text_classifier
 from keras_attn.backend import tf
 from keras_attn.cli import main
 from keras_attn.layers import SegmentIds
-from keras_attn.models import BertClassifier, TextClassifier, fit_text_classifier
+from keras_attn.models import BertClassifier, fit_text_classifier
 from keras_attn.serving import export
 from keras_attn.text import Tokenizer
 from tests.harness import run_isolated
@@ -240,17 +239,11 @@ def test_pretraining_arguments_are_checked(kwargs, match):
         fit_text_classifier(TEXTS, LABELS, **kwargs)
 
 
-def test_cli_pretrain_epochs_reaches_the_fit(tmp_path, monkeypatch, capsys):
+def test_cli_pretrain_epochs_reaches_the_fit(tmp_path, text_fit_spy, capsys):
     csv = tmp_path / "reviews.csv"
     rows = "\n".join(f'"{t}",{y}' for t, y in zip(TEXTS, LABELS))
     csv.write_text("review,label\n" + rows, encoding="utf-8")
-    received = {}
-
-    def fit(texts, labels, **kwargs):
-        received.update(kwargs, texts=texts)
-        return TextClassifier(None, None, ["neg", "pos"])
-
-    monkeypatch.setattr(models, "fit_text_classifier", fit)
+    received = text_fit_spy
     args = ["train", "text", "--data", str(csv), "--text-column", "review"]
     args += ["--label-column", "label", "--model", "bert"]
     assert main([*args, "--pretrain-epochs", "3", "--pretrain-steps", "5"]) == 0

@@ -9,7 +9,7 @@ import pytest
 from keras_attn import models
 from keras_attn.backend import tf
 from keras_attn.cli.main import main
-from keras_attn.models import BertBackbone, BertClassifier, TextClassifier
+from keras_attn.models import BertBackbone, BertClassifier
 from keras_attn.models import text_classifier as tc
 from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.hf_checkpoint import HFCheckpoint
@@ -224,17 +224,11 @@ def test_a_missing_or_unsupported_checkpoint_is_named(tmp_path):
 
 
 @pytest.mark.generation_neutral
-def test_cli_checkpoint_reaches_the_fit(folder, tmp_path, monkeypatch, capsys):
+def test_cli_checkpoint_reaches_the_fit(folder, tmp_path, text_fit_spy, capsys):
     csv = tmp_path / "docs.csv"
     rows = "\n".join(f"{t},{y}" for t, y in zip(TEXTS, LABELS))
     csv.write_text("doc,label\n" + rows, encoding="utf-8")
-    received = {}
-
-    def fit(texts, labels, **kwargs):
-        received.update(kwargs, texts=texts)
-        return TextClassifier(None, None, ["a", "b"])
-
-    monkeypatch.setattr(models, "fit_text_classifier", fit)
+    received = text_fit_spy
     args = ["train", "text", "--data", str(csv), "--text-column", "doc"]
     args += ["--label-column", "label", "--checkpoint", str(folder[0])]
     assert main(args) == 0
