@@ -152,11 +152,11 @@ def run_deepctr(out_dir: str, seed: int, epochs: int) -> dict:
     )
     return timed_fit_deepctr(
         out_dir,
-        f"deepctr_{seed}",
+        seed,
         model,
-        _encode(train, specs),
-        train["label"].to_numpy("float32"),
-        _encode(test, specs),
+        train,
+        test,
+        lambda df: _encode(df, specs),
         CONFIG,
         epochs,
     )

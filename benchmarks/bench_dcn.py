@@ -222,11 +222,11 @@ def run_deepctr(
     )
     return timed_fit_deepctr(
         out_dir,
-        f"deepctr_{seed}",
+        seed,
         model,
-        _encode(train, specs),
-        train["label"].to_numpy("float32"),
-        _encode(test, specs),
+        train,
+        test,
+        lambda df: _encode(df, specs),
         config,
         epochs,
     )

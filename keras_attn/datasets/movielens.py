@@ -103,6 +103,19 @@ def _paths(path_or_dir) -> tuple[Path, Path, Path]:
     return ratings, items, users
 
 
+def _read_ratings(path: Path) -> pd.DataFrame:
+    """The ratings file (`u.data`'s layout: user, item, rating, unix time, tab
+    separated, gzip allowed) as int64 columns `user_id`, `item_id`, `rating`,
+    `timestamp`."""
+    return pd.read_csv(
+        path,
+        sep="\t",
+        header=None,
+        names=["user_id", "item_id", "rating", "timestamp"],
+        dtype="int64",
+    )
+
+
 def _read_item_file(path: Path) -> pd.DataFrame:
     """`u.item` as it is, one row per item in file order: `item_id`, `title`,
     `release`, `video_release`, `url`, then one 0/1 column per genre of
@@ -207,13 +220,7 @@ def load_movielens_din(
     check_positive_int("test_ratings", test_ratings)
     check_int("validation_ratings", validation_ratings, minimum=0)
     ratings_path, items_path, users_path = _paths(path_or_dir)
-    ratings = pd.read_csv(
-        ratings_path,
-        sep="\t",
-        header=None,
-        names=["user_id", "item_id", "rating", "timestamp"],
-        dtype="int64",
-    )
+    ratings = _read_ratings(ratings_path)
     items = _read_items(items_path)
     users = _read_users(users_path)
     unknown = sorted(set(ratings["user_id"]) - set(users["user_id"]))
