@@ -161,14 +161,12 @@ def wall_ratios(results: dict, baseline: str) -> str:
     return "Fit wall time over DeepCTR's, seed by seed: " + "; ".join(parts) + "."
 
 
-def timed_fit_ctr(
-    out_dir, tag, model, specs, tasks, train, test, config, seed, epochs, jit,
-    callbacks=(),
-) -> dict:  # fmt: skip
-    """keras_attn's side of a run: `fit_ctr_model` timed (encoding the raw rows and
-    compiling included), then the test predictions saved. `callbacks` run after
-    each epoch's timing."""
-    from keras_attn.features import to_dataset
+def fit_ctr_timed(model, train, config, seed, epochs, jit, callbacks=(), **kwargs):
+    """`fit_ctr_model` on the raw rows `train` (batch `config["batch"]`, Adam at
+    `config["lr"]`, no output), timed: `{"examples_per_s", "wall_s"}`, the wall time
+    of the whole call (encoding the raw rows and compiling included), examples/s
+    over full batches only. `callbacks` run after each epoch's timing; `kwargs` go
+    to `fit_ctr_model`."""
     from keras_attn.models import fit_ctr_model
     from keras_attn.training import EpochTimer
 
@@ -184,15 +182,24 @@ def timed_fit_ctr(
         jit_compile=jit,
         callbacks=[timer, *callbacks],
         verbose=0,
+        **kwargs,
     )
     wall = time.perf_counter() - start
-    preds = model.predict(to_dataset(test, specs, batch_size=4096), verbose=0)
     trained = len(train) // config["batch"] * config["batch"]  # full batches only
-    return {
-        "predictions": save_predictions(out_dir, tag, preds[tasks[0].name]),
-        "examples_per_s": examples_per_s(timer.times, trained),
-        "wall_s": wall,
-    }
+    return {"examples_per_s": examples_per_s(timer.times, trained), "wall_s": wall}
+
+
+def timed_fit_ctr(
+    out_dir, tag, model, specs, tasks, train, test, config, seed, epochs, jit,
+    callbacks=(),
+) -> dict:  # fmt: skip
+    """keras_attn's side of a run: `fit_ctr_timed`, then the test predictions
+    saved."""
+    from keras_attn.features import to_dataset
+
+    r = fit_ctr_timed(model, train, config, seed, epochs, jit, callbacks)
+    preds = model.predict(to_dataset(test, specs, batch_size=4096), verbose=0)
+    return {"predictions": save_predictions(out_dir, tag, preds[tasks[0].name]), **r}
 
 
 def timed_fit_deepctr(

@@ -32,6 +32,7 @@ the DeepCTR row is left out. Reads ../shared/data/criteo (see DATA.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 
@@ -150,16 +151,8 @@ def run_deepctr(out_dir: str, seed: int, epochs: int) -> dict:
         l2_reg_embedding=CONFIG["l2_embedding"],
         seed=seed,
     )
-    return timed_fit_deepctr(
-        out_dir,
-        seed,
-        model,
-        train,
-        test,
-        lambda df: _encode(df, specs),
-        CONFIG,
-        epochs,
-    )
+    encode = functools.partial(_encode, specs=specs)
+    return timed_fit_deepctr(out_dir, seed, model, train, test, encode, CONFIG, epochs)
 
 
 # One run in a fresh process: `python -c` with out_dir, which, seed, epochs.

@@ -32,11 +32,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
-from benchmarks._ctr_runs import ROOT, examples_per_s, run_json, seed_ratios
+from benchmarks._ctr_runs import ROOT, fit_ctr_timed, run_json, seed_ratios
 
 DATA = ROOT.parent / "shared" / "data" / "census_income" / "census_income_dev.csv.gz"
 CONFIG = dict(
@@ -83,8 +82,7 @@ def run_keras_attn(
     from keras_attn.backend import keras
     from keras_attn.datasets import census_features, census_tasks
     from keras_attn.features import to_dataset
-    from keras_attn.models.ctr import build_ctr_model, fit_ctr_model
-    from keras_attn.training import EpochTimer
+    from keras_attn.models.ctr import build_ctr_model
 
     keras.utils.set_random_seed(seed)
     train, val = _split(rows, inner=inner)
@@ -109,31 +107,15 @@ def run_keras_attn(
         embeddings_initializer=keras.initializers.RandomNormal(stddev=1e-4),
         embeddings_regularizer=keras.regularizers.L2(1e-5),
     )
-    timer = EpochTimer()
-    start = time.perf_counter()
     # Encodes the raw rows once, then trains the core (under XLA when jit_compile)
     # on full batches; `model` keeps the preprocessing and takes raw values.
-    fit_ctr_model(
-        model,
-        train,
-        epochs=epochs,
-        batch_size=CONFIG["batch"],
-        seed=seed,
-        learning_rate=CONFIG["lr"],
-        jit_compile=jit_compile,
-        steps_per_execution=16,
-        callbacks=[timer],
-        verbose=0,
+    timed = fit_ctr_timed(
+        model, train, CONFIG, seed, epochs, jit_compile, steps_per_execution=16
     )
-    wall = time.perf_counter() - start
     preds = model.predict(to_dataset(val, specs, batch_size=4096), verbose=0)
     y = _labels(val)
-    trained = len(train) // CONFIG["batch"] * CONFIG["batch"]  # full batches only
-    return {
-        "auc": {t: float(roc_auc_score(y[t], np.ravel(preds[t]))) for t in y},
-        "examples_per_s": examples_per_s(timer.times, trained),
-        "wall_s": wall,
-    }
+    auc = {t: float(roc_auc_score(y[t], np.ravel(preds[t]))) for t in y}
+    return {"auc": auc, **timed}
 
 
 _DEEPCTR = r"""

@@ -56,6 +56,7 @@ benchmark-only dependency: without it the DeepCTR row is left out. Reads
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -220,16 +221,8 @@ def run_deepctr(
         l2_reg_cross=config["l2_cross"],
         seed=seed,
     )
-    return timed_fit_deepctr(
-        out_dir,
-        seed,
-        model,
-        train,
-        test,
-        lambda df: _encode(df, specs),
-        config,
-        epochs,
-    )
+    encode = functools.partial(_encode, specs=specs)
+    return timed_fit_deepctr(out_dir, seed, model, train, test, encode, config, epochs)
 
 
 # One validation run in a fresh process: out_dir, library, seed, epochs, variant.

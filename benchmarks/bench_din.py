@@ -47,6 +47,7 @@ the DeepCTR row is left out. Reads ../shared/data/movielens_100k (see DATA.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -239,13 +240,14 @@ def run_deepctr(out_dir: str, seed: int, epochs: int, inner: bool = False) -> di
         preds = model.predict(x_test, batch_size=4096, verbose=0)
         epoch_aucs.append(float(roc_auc_score(test["label"], np.ravel(preds))))
 
+    encode = functools.partial(_encode, specs=specs)
     r = timed_fit_deepctr(
         out_dir,
         seed,
         model,
         train,
         test,
-        lambda df: _encode(df, specs),
+        encode,
         CONFIG,
         epochs,
         callbacks=[tf.keras.callbacks.LambdaCallback(on_epoch_end=held_out_auc)]
