@@ -91,24 +91,15 @@ def _clean_env() -> dict:
 def build_exports(folder: Path) -> dict:
     """The quickstart's two exports, with explain signatures; returns their paths and
     a few raw rows of each as `{name: {dtype, values}}`."""
-    from keras_attn.cli.quickstart import SETTINGS
+    from keras_attn.cli.quickstart import SETTINGS, build_census_model
     from keras_attn.datasets import census_features, census_tasks, load_census_sample
-    from keras_attn.models import build_ctr_model, fit_ctr_model, fit_text_classifier
+    from keras_attn.models import fit_ctr_model, fit_text_classifier
     from keras_attn.serving import export, signature_dtypes, to_arrays
     from keras_attn.text.datasets import load_review_sample
 
     df = load_census_sample()
     specs, tasks = census_features(df), census_tasks()
-    model = build_ctr_model(
-        specs,
-        tasks,
-        embedding_dim=8,
-        num_experts=4,
-        expert_units=(32,),
-        tower_units=(16,),
-        gate="attention",
-        name="census_mmoe",
-    )
+    model = build_census_model(specs, tasks)
     fit_ctr_model(model, df, batch_size=256, jit_compile=False, verbose=0)
     ctr = export(model, folder / "census_mmoe", features=specs, explain=True)
     arrays = to_arrays(df.iloc[:64], signature_dtypes(ctr), specs)

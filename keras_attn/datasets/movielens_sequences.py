@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from keras_attn._validation import check_int, check_positive_int
-from keras_attn.datasets.movielens import MOVIELENS_GENRES, _paths
+from keras_attn.datasets.movielens import MOVIELENS_GENRES, _paths, _read_item_file
 
 __all__ = [
     "MovieLensSequences",
@@ -119,15 +119,7 @@ class MovieLensSequences(NamedTuple):
 
 
 def _read_items(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    columns = ["item_id", "title", "release", "video_release", "url"]
-    raw = pd.read_csv(
-        path,
-        sep="|",
-        header=None,
-        names=columns + list(MOVIELENS_GENRES),
-        encoding="latin-1",
-        dtype={"item_id": "int64"},
-    )
+    raw = _read_item_file(path)
     flags = raw[list(MOVIELENS_GENRES)].to_numpy(dtype="float32")
     names = np.asarray(MOVIELENS_GENRES)
     items = pd.DataFrame(
