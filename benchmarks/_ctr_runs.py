@@ -190,16 +190,17 @@ def fit_ctr_timed(model, train, config, seed, epochs, jit, callbacks=(), **kwarg
 
 
 def timed_fit_ctr(
-    out_dir, tag, model, specs, tasks, train, test, config, seed, epochs, jit,
-    callbacks=(),
-) -> dict:  # fmt: skip
-    """keras_attn's side of a run: `fit_ctr_timed`, then the test predictions
-    saved."""
+    out_dir, model, train, test, config, seed, epochs, jit, callbacks=()
+) -> dict:
+    """keras_attn's side of a run: `fit_ctr_timed`, then the predictions of the
+    model's first task on `test` saved (as "keras_attn_{seed}_{jit}")."""
     from keras_attn.features import to_dataset
 
     r = fit_ctr_timed(model, train, config, seed, epochs, jit, callbacks)
-    preds = model.predict(to_dataset(test, specs, batch_size=4096), verbose=0)
-    return {"predictions": save_predictions(out_dir, tag, preds[tasks[0].name]), **r}
+    test_ds = to_dataset(test, model.features, batch_size=4096)
+    preds = model.predict(test_ds, verbose=0)[model.tasks[0].name]
+    tag = f"keras_attn_{seed}_{jit}"
+    return {"predictions": save_predictions(out_dir, tag, preds), **r}
 
 
 def timed_fit_deepctr(

@@ -105,19 +105,7 @@ def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> di
         ),
         embeddings_regularizer=keras.regularizers.L2(CONFIG["l2_embedding"]),
     )
-    return timed_fit_ctr(
-        out_dir,
-        f"keras_attn_{seed}_{jit}",
-        model,
-        specs,
-        tasks,
-        train,
-        test,
-        CONFIG,
-        seed,
-        epochs,
-        jit,
-    )
+    return timed_fit_ctr(out_dir, model, train, test, CONFIG, seed, epochs, jit)
 
 
 def _encode(df, specs) -> dict:

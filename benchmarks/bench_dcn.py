@@ -169,19 +169,7 @@ def run_keras_attn(
         embeddings_regularizer=keras.regularizers.L2(config["l2_embedding"]),
         linear=config.get("linear", False),
     )
-    return timed_fit_ctr(
-        out_dir,
-        f"keras_attn_{seed}_{jit}",
-        model,
-        specs,
-        tasks,
-        train,
-        test,
-        config,
-        seed,
-        epochs,
-        jit,
-    )
+    return timed_fit_ctr(out_dir, model, train, test, config, seed, epochs, jit)
 
 
 def run_deepctr(

@@ -144,10 +144,7 @@ def run_keras_attn(
 
     r = timed_fit_ctr(
         out_dir,
-        f"keras_attn_{seed}_{jit}",
         model,
-        specs,
-        tasks,
         train,
         test,
         CONFIG,
