@@ -145,7 +145,7 @@ def export(
     Args:
         model: a Keras model with named inputs (e.g. a `CTRModel`), or a
             `TextClassifier` (from `fit_text_classifier`: exported with its
-            tokenizer, see `export_text_classifier`).
+            preprocessor, see `export_text_classifier`).
         base_dir: the model's folder, e.g. "saved_models/census_mmoe".
         version: int. The version folder. Defaults to one more than the highest
             version present when the export is moved in (1 for a new folder): two
@@ -180,7 +180,7 @@ def export(
     if isinstance(model, TextClassifier):
         return export_text_classifier(
             model.model,
-            model.tokenizer,
+            model.preprocessor,
             base_dir,
             version=version,
             class_names=model.class_names,
