@@ -22,13 +22,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._ctr_runs import ROOT, run_json, run_python
+
 CENSUS_DEV = (
     ROOT.parent / "shared" / "data" / "census_income" / "census_income_dev.csv.gz"
 )
@@ -82,33 +82,18 @@ print(json.dumps(result))
 """
 
 
-def _clean_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    return env
-
-
 def build_exports(folder: Path) -> dict:
     """The quickstart's two exports, with explain signatures; returns their paths and
     a few raw rows of each as `{name: {dtype, values}}`."""
-    from keras_attn.cli.quickstart import SETTINGS
+    from keras_attn.cli.quickstart import SETTINGS, build_census_model
     from keras_attn.datasets import census_features, census_tasks, load_census_sample
-    from keras_attn.models import build_ctr_model, fit_ctr_model, fit_text_classifier
+    from keras_attn.models import fit_ctr_model, fit_text_classifier
     from keras_attn.serving import export, signature_dtypes, to_arrays
     from keras_attn.text.datasets import load_review_sample
 
     df = load_census_sample()
     specs, tasks = census_features(df), census_tasks()
-    model = build_ctr_model(
-        specs,
-        tasks,
-        embedding_dim=8,
-        num_experts=4,
-        expert_units=(32,),
-        tower_units=(16,),
-        gate="attention",
-        name="census_mmoe",
-    )
+    model = build_census_model(specs, tasks)
     fit_ctr_model(model, df, batch_size=256, jit_compile=False, verbose=0)
     ctr = export(model, folder / "census_mmoe", features=specs, explain=True)
     arrays = to_arrays(df.iloc[:64], signature_dtypes(ctr), specs)
@@ -131,25 +116,15 @@ def build_exports(folder: Path) -> dict:
 def time_export(path: Path, feeds: dict, calls: int) -> dict:
     feeds_path = path.parent / "feeds.json"
     feeds_path.write_text(json.dumps(feeds), encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _TIMER,
-            str(path),
-            str(feeds_path),
-            str(calls),
-            json.dumps(list(BATCHES)),
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        env=_clean_env(),
-        cwd=path.parent,
+    # TensorFlow alone loads the export: keras_attn is not on the path.
+    times = run_json(
+        ["-c", _TIMER, path, feeds_path, calls, json.dumps(list(BATCHES))],
+        legacy=None,
         timeout=1800,
+        cwd=path.parent,
+        pythonpath=False,
     )
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-3000:])
-    return {int(k): v for k, v in json.loads(proc.stdout.splitlines()[-1]).items()}
+    return {int(k): v for k, v in times.items()}
 
 
 def time_predict(path: Path) -> dict | None:
@@ -157,28 +132,22 @@ def time_predict(path: Path) -> dict | None:
         print(f"{CENSUS_DEV} is absent: the `keras-attn predict` figure is skipped")
         return None
     out = path.parent / "predicted.csv"
-    env = _clean_env()
-    env["PYTHONPATH"] = str(ROOT)
     start = time.perf_counter()
-    proc = subprocess.run(
+    proc = run_python(
         [
-            sys.executable,
             "-m",
             "keras_attn.cli",
             "predict",
             "--model",
-            str(path),
+            path,
             "--data",
-            str(CENSUS_DEV),
+            CENSUS_DEV,
             "--output",
-            str(out),
+            out,
             "--batch-size",
             "1024",
         ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=3600,
+        legacy=None,
     )
     wall = time.perf_counter() - start
     if proc.returncode:

@@ -26,8 +26,12 @@ from keras_attn.models.hf_checkpoint import HFCheckpoint
 from keras_attn.models.text import (
     build_text_serving_model,
     compile_text_classifier,
-    text_inputs,
     wide_layer,
+)
+from keras_attn.models.text_preprocessor import (
+    TextPreprocessor,
+    model_structure,
+    text_preprocessor,
 )
 from keras_attn.models.transformer_classifier import build_transformer_classifier
 from keras_attn.optimizers import FusedAdamW, LinearWarmUpDecay
@@ -84,7 +88,9 @@ PREDICT_BATCH = 256
 
 @dataclass
 class TextClassifier:
-    """A trained classifier with what serving it needs."""
+    """A trained classifier with what serving it needs: the model and its
+    `preprocessor` (raw strings -> the model's inputs; made from `model` and
+    `tokenizer` when not given)."""
 
     model: object
     tokenizer: object
@@ -99,22 +105,29 @@ class TextClassifier:
     validation_indices: np.ndarray | None = None
     #: The settings the defaults resolved to (limits, vocabulary, wide, ...).
     settings: dict = field(default_factory=dict)
+    #: The `TextPreprocessor` of `model` (its kind's class, `tokenizer` inside): what
+    #: training fed the model, and what `predict`, the export and explain call.
+    preprocessor: TextPreprocessor | None = None
     #: `predict`'s traced function (made on first use).
     _labels_fn: object = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.preprocessor is None and self.tokenizer is not None:
+            self.preprocessor = text_preprocessor(self.model, self.tokenizer)
 
     def serving_model(self):
         """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`);
         `keras_attn.serving.export(classifier, base_dir)` exports it."""
-        return build_text_serving_model(self.model, self.tokenizer, self.class_names)
+        return build_text_serving_model(self.model, self.preprocessor, self.class_names)
 
     def model_inputs(self, texts):
-        """The model's inputs for raw strings: token ids, and n-gram ids when wide
-        (a BertClassifier: token ids and segment ids of zeros).
+        """The model's inputs for raw strings (`preprocessor`'s): token ids, and
+        n-gram ids when wide (a BertClassifier: token ids and segment ids).
 
         These are what training fed the model (and what `han_attention_model` of
         it takes).
         """
-        return text_inputs(self.model, self.tokenizer, tf.constant(list(texts)))
+        return self.preprocessor(tf.constant(list(texts)))
 
     def predict(self, texts) -> list[str]:
         """Predicted class names of a list of raw strings (an empty list gives
@@ -127,7 +140,7 @@ class TextClassifier:
         texts = list(texts)
         if not texts:
             return []
-        parts = (self.model, self.tokenizer, tuple(self.class_names))
+        parts = (self.model, self.preprocessor, tuple(self.class_names))
         if self._labels_fn is None or self._labels_fn[0] != parts:
             # Traced once for any number of texts (a new serving model per call
             # retraced every time); again only when the parts are replaced.
@@ -701,11 +714,12 @@ def fit_text_classifier(
     # next to the model, and no string reaches the replicas. The wide part's ids
     # come from the layer the serving model also uses.
     wide_part = wide_layer(net)
-    train = _model_inputs(net, tokenizer, texts)
+    preprocessor = text_preprocessor(net, tokenizer)
+    train = preprocessor.inputs(texts)
     y_train = encode(labels)
     validation = y_validation = None
     if validation_texts is not None:
-        validation = _model_inputs(net, tokenizer, validation_texts)
+        validation = preprocessor.inputs(validation_texts)
         y_validation = encode(validation_labels)
     # TPUs compile one program per shape: every batch full.
     static = isinstance(strategy, tf.distribute.TPUStrategy)
@@ -882,6 +896,7 @@ def fit_text_classifier(
         net,
         tokenizer,
         class_names,
+        preprocessor=preprocessor,
         history=dict(history.history),
         seconds_per_epoch=float(np.mean(timer.times)) if timer.times else None,
         validation_indices=validation_indices,
@@ -909,34 +924,15 @@ def fit_text_classifier(
 
 def _model_inputs(net, tokenizer, texts) -> dict:
     """`{"token_ids"}` (and `"ngram_ids"` with a wide part, `"segment_ids"` for a
-    BertClassifier: zeros, or a `BertPreprocessor`'s) of `texts`, as NumPy."""
-    texts = list(texts)
-    wide_part = wide_layer(net)
-    if isinstance(tokenizer, BertPreprocessor):
-        parts = [
-            tokenizer(tf.constant(texts[i : i + 256]))
-            for i in range(0, len(texts), 256)
-        ]
-        inputs = {
-            key: np.concatenate([p[key].numpy() for p in parts])
-            for key in ("token_ids", "segment_ids")
-        }
-    else:
-        inputs = {"token_ids": _tokenize_all(tokenizer, texts)}
-        if isinstance(net, BertClassifier):
-            inputs["segment_ids"] = np.zeros_like(inputs["token_ids"])
-    if wide_part is not None:
-        inputs["ngram_ids"] = _tokenize_all(
-            HashedNgrams.matching(wide_part), list(texts)
-        )
-    return inputs
+    BertClassifier) of `texts`, as NumPy: the preprocessor's
+    (`text_preprocessor(net, tokenizer).inputs(texts)`)."""
+    return text_preprocessor(net, tokenizer).inputs(texts)
 
 
 def _deep_inputs(inputs):
     """The deep part's inputs: all but the n-gram ids (the token ids alone when
     nothing else is left)."""
-    deep = {k: v for k, v in inputs.items() if k != "ngram_ids"}
-    return deep if len(deep) > 1 else deep["token_ids"]
+    return model_structure({k: v for k, v in inputs.items() if k != "ngram_ids"})
 
 
 def _checkpoint_preprocessor(checkpoint, texts, sequence_length, percentile):
@@ -993,9 +989,8 @@ def _predict(model, inputs, batch_size=256) -> np.ndarray:
 
 
 def _accuracy(model, inputs, y) -> float:
-    if wide_layer(model) is None and isinstance(inputs, dict):
-        if "segment_ids" not in inputs:
-            inputs = inputs["token_ids"]
+    if isinstance(inputs, dict):
+        inputs = model_structure(inputs)
     return float(np.mean(_predict(model, inputs).argmax(-1) == y))
 
 
