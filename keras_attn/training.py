@@ -570,6 +570,12 @@ class FitOptions:
     #: The user's callbacks, then `BackupAndRestore` and the checkpoints.
     callbacks: list
 
+    def compile_options(self) -> dict:
+        """`compile`'s `jit_compile`, left out when None (Keras' own default)."""
+        if self.jit_compile is None:
+            return {}
+        return {"jit_compile": self.jit_compile}
+
 
 def fit_options(
     model,

@@ -20,6 +20,7 @@ from keras_attn.models import (
     build_bert_pretrainer,
     build_character_vocabulary,
     build_sequential_retrieval,
+    fit_aoa_reader,
     fit_bert_pretrainer,
     fit_ctr_model,
     fit_retrieval_model,
@@ -27,6 +28,12 @@ from keras_attn.models import (
     fit_text_classifier,
 )
 from keras_attn.precision import policy_scope
+from keras_attn.text.cloze import (
+    build_cloze_vocabulary,
+    make_cloze_questions,
+    tokenize_documents,
+)
+from keras_attn.text.datasets import load_review_sample
 
 COMMON = (
     "strategy",
@@ -40,6 +47,7 @@ COMMON = (
     "seed",
 )
 HELPERS = [
+    fit_aoa_reader,
     fit_bert_pretrainer,
     fit_ctr_model,
     fit_retrieval_model,
@@ -341,3 +349,79 @@ def test_fit_retrieval_model_under_a_strategy_mixed_precision_and_xla():
     assert model.query_tower.compute_dtype == "bfloat16"
     assert model.jit_compile is True
     assert _created_under(strategy, model)
+
+
+# --- fit_aoa_reader --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cloze():
+    texts, _ = load_review_sample()
+    docs = tokenize_documents(texts[:12])
+    vocabulary = build_cloze_vocabulary(docs, max_tokens=300)
+    settings = dict(
+        num_candidates=4,
+        context_sentences=3,
+        max_document_tokens=40,
+        questions_per_document=1,
+        vocabulary=vocabulary,
+    )
+    questions = make_cloze_questions(docs, **settings)
+    return questions[:8], questions[8:12], vocabulary
+
+
+def _fit_aoa(cloze, **kwargs):
+    train, test, vocabulary = cloze
+    kwargs.setdefault("epochs", 1)
+    return fit_aoa_reader(
+        train, test, vocabulary, batch_size=4, embedding_dim=4, units=4, **kwargs
+    )
+
+
+@pytest.mark.slow
+def test_fit_aoa_reader_result_backup_dir_checkpoints_and_callbacks(cloze, tmp_path):
+    seen = []
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: seen.append(e))
+    whole = _fit_aoa(cloze, epochs=2, checkpoint_dir=tmp_path / "c", callbacks=[record])
+    # One result contract: the History as `.history` (its `.model` the reader).
+    assert isinstance(whole.history, keras.callbacks.History)
+    assert whole.history.model is whole.model and seen == [0, 1]
+    assert len(whole.history.history["loss"]) == 2
+    with pytest.warns(DeprecationWarning, match="`result.history.history`"):
+        assert whole.history["loss"] == whole.history.history["loss"]
+    assert sorted(os.listdir(tmp_path / "c"))[-1] == "epoch_002.weights.h5"
+
+    backup = tmp_path / "backup"
+    with pytest.raises(_Interrupted):
+        _fit_aoa(cloze, epochs=2, backup_dir=backup, callbacks=[_StopAt(1)])
+    assert training.completed_epochs(backup) == 1
+    resumed = _fit_aoa(cloze, epochs=2, backup_dir=backup)
+    assert resumed.history.epoch == [1]
+    if KERAS_3:
+        # The uninterrupted run's batches and dropout masks (from (seed, epoch)):
+        # its weights. tf_keras' dropout draws from its graph's seeds, which start
+        # over in the resumed run.
+        _assert_same_weights(resumed.model.get_weights(), whole.model.get_weights())
+    with pytest.raises(ValueError, match=r"`callbacks` must be a list"):
+        _fit_aoa(cloze, callbacks=record)
+
+
+@pytest.mark.slow
+def test_fit_aoa_reader_builds_under_the_strategy_and_policy(cloze):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with pytest.raises(ValueError, match=r"`mixed_precision` must be one of"):
+        _fit_aoa(cloze, mixed_precision="float64")
+    result = _fit_aoa(
+        cloze, strategy=strategy, mixed_precision="mixed_bfloat16", jit_compile=False
+    )
+    model = result.model
+    assert model.distribute_strategy is strategy and _created_under(strategy, model)
+    assert model.token_embedding.compute_dtype == "bfloat16"
+    assert model.jit_compile is False
+    assert keras.mixed_precision.global_policy().name == "float32"
+    assert np.isfinite(result.history.history["loss"]).all()
+    # A given reader must have been built under them.
+    with pytest.raises(ValueError, match=r"`strategy` must be the strategy"):
+        _fit_aoa(cloze, model=model, strategy=tf.distribute.get_strategy())
+    with pytest.raises(ValueError, match=r"`mixed_precision` must be the policy"):
+        _fit_aoa(cloze, model=model, mixed_precision="float32")

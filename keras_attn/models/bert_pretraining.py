@@ -203,6 +203,24 @@ class BertPretrainer(ReplicaBuild, keras.Model):
     def build(self, inputs_shape=None):
         self.built = True
 
+    def serving_input_signature(self) -> dict:
+        """The inputs by name as `tf.TensorSpec`s, for a SavedModel export
+        (`keras_attn.backend.export_saved_model`): int32 `token_ids` and
+        `segment_ids` `(batch, sequence_length)`, `masked_positions` `(batch,
+        max_predictions)`. A subclassed model has no `keras.Input`s, and Keras 3
+        would otherwise sign it from its build shapes, float32 and named `args_0`.
+        """
+        length = self.encoder.sequence_length
+        shapes = {
+            "token_ids": (None, length),
+            "segment_ids": (None, length),
+            "masked_positions": (None, None),
+        }
+        return {
+            name: tf.TensorSpec(shape, tf.int32, name=name)
+            for name, shape in shapes.items()
+        }
+
     def token_embeddings(self):
         """The tied `(vocabulary_size, width)` embedding variable of the encoder."""
         return self.encoder.token_embedding.embeddings

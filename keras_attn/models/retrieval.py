@@ -729,11 +729,10 @@ def fit_retrieval_model(
             .batch(batch_size, drop_remainder=True)
             .prefetch(2)
         )
-    compile_options = {}
-    if options.jit_compile is not None:
-        compile_options["jit_compile"] = options.jit_compile
     with strategy.scope():
-        model.compile(optimizer=keras.optimizers.Adam(learning_rate), **compile_options)
+        model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate), **options.compile_options()
+        )
     return model.fit(
         training.distribute_dataset(strategy, dataset_fn, batch_size),
         epochs=epochs,
