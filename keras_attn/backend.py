@@ -56,6 +56,7 @@ __all__ = [
     "scale_loss",
     "tf",
     "unscale_gradients",
+    "variables_to_constants",
     "write_saved_model",
 ]
 
@@ -275,6 +276,15 @@ def write_saved_model(model, filepath: str, endpoints: dict, input_signature) ->
             archive.write_out(filepath, verbose=False)
         else:
             archive.write_out(filepath)
+
+
+def variables_to_constants(function):
+    """A `tf.function`'s concrete function with the variables it reads as
+    constants: TensorFlow's own pass (`tf.compat.v1.graph_util` has only its TF1
+    graph form), for graphs whose weights a request never changes."""
+    from tensorflow.python.framework import convert_to_constants
+
+    return convert_to_constants.convert_variables_to_constants_v2(function)
 
 
 def export_saved_model(model, filepath: str) -> None:

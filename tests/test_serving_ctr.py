@@ -185,3 +185,26 @@ def test_request_ops_do_not_grow_with_numeric_columns_or_inputs(tmp_path):
         model = build_ctr_model(specs, ["click"], embedding_dim=4)
         counts[width] = _request_ops(export(model, tmp_path / f"w{width}"))
     assert counts[2] == counts[8], counts
+
+
+@pytest.mark.generation_specific
+def test_export_folds_the_core_weights_into_constants(trained, tmp_path, monkeypatch):
+    # serving_default reads no variable: TF Serving's optimizer folds the weight
+    # work at load (issue 31); explain keeps reading the variables. A model over
+    # the size limit serves its variables. Both give the model's outputs.
+    export_module = sys.modules["keras_attn.serving.export"]  # the function shadows it
+    model, specs, df = trained
+    batch = next(iter(to_dataset(_raw_rows(df), specs, batch_size=3)))
+    expected = {k: v.numpy() for k, v in model(batch).items()}
+    folded = export(model, tmp_path / "folded", explain=True)
+    monkeypatch.setattr(export_module, "FOLD_LIMIT", 0)
+    plain = export(model, tmp_path / "plain")
+    assert _request_ops(folded)["ReadVariableOp"] == 0
+    assert _request_ops(plain)["ReadVariableOp"] > 0
+    for path in (folded, plain):
+        served = tf.saved_model.load(str(path)).signatures["serving_default"](**batch)
+        for name, value in expected.items():
+            np.testing.assert_allclose(served[name].numpy(), value, atol=1e-6)
+    explain = tf.saved_model.load(str(folded)).signatures["explain"](**batch)
+    for name, value in expected.items():
+        np.testing.assert_allclose(explain[name].numpy(), value, atol=1e-6)
