@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 
 from keras_attn import distribute
+from keras_attn._deprecation import warn_deprecated
 from keras_attn._validation import check_folder, check_int
 from keras_attn.backend import KERAS_3, keras, tf
 from keras_attn.precision import check_model_policy, resolve_jit_compile
@@ -46,6 +47,7 @@ __all__ = [
     "fit_callbacks",
     "fit_options",
     "numbers_only",
+    "readable_as_logs",
     "seed_run",
     "steps_per_execution",
     "weights_checkpoint",
@@ -479,6 +481,53 @@ def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
         callbacks.append(keras.callbacks.BackupAndRestore(str(backup_dir)))
         callbacks.append(_EpochRecord(backup_dir))
     return callbacks
+
+
+class _LogsHistory(keras.callbacks.History):
+    """A `History` that also reads like its logs dict (`history["loss"]`), with a
+    `DeprecationWarning`: for a result whose `.history` was that dict."""
+
+    def _logs(self):
+        warn_deprecated(
+            f"Reading `{self._owner}` as a dict",
+            f"`{self._owner}.history` (`{self._owner}` is the Keras History)",
+            stacklevel=4,
+        )
+        return self.history
+
+    def __getitem__(self, key):
+        return self._logs()[key]
+
+    def __iter__(self):
+        return iter(self._logs())
+
+    def __len__(self):
+        return len(self._logs())
+
+    def __contains__(self, key):
+        return key in self._logs()
+
+    def keys(self):
+        return self._logs().keys()
+
+    def items(self):
+        return self._logs().items()
+
+    def values(self):
+        return self._logs().values()
+
+    def get(self, key, default=None):
+        return self._logs().get(key, default)
+
+
+def readable_as_logs(history, owner: str):
+    """`history` (a Keras `History`), sharing its state, that can also be read as
+    its logs dict for one release, warning that `owner` (e.g.
+    `"AoAReaderResult.history"`) is now the `History` itself."""
+    result = _LogsHistory.__new__(_LogsHistory)
+    result.__dict__ = history.__dict__
+    object.__setattr__(result, "_owner", owner)
+    return result
 
 
 def check_callbacks(callbacks) -> list:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from keras_attn import distribute, training
-from keras_attn._deprecation import warn_deprecated
 from keras_attn._validation import (
     check_choice,
     check_int,
@@ -396,49 +395,6 @@ def candidate_crossentropy(y_true, y_pred):
     return -tf.math.log((answer + epsilon) / (total + epsilon))
 
 
-class _LogsHistory(keras.callbacks.History):
-    """The `History` of a fit that also reads like its logs dict (`history["loss"]`),
-    with a `DeprecationWarning`: `AoAReaderResult.history` was that dict."""
-
-    def _logs(self):
-        warn_deprecated(
-            "Reading `AoAReaderResult.history` as a dict",
-            "`result.history.history` (`result.history` is the Keras History)",
-        )
-        return self.history
-
-    def __getitem__(self, key):
-        return self._logs()[key]
-
-    def __iter__(self):
-        return iter(self._logs())
-
-    def __len__(self):
-        return len(self._logs())
-
-    def __contains__(self, key):
-        return key in self._logs()
-
-    def keys(self):
-        return self._logs().keys()
-
-    def items(self):
-        return self._logs().items()
-
-    def values(self):
-        return self._logs().values()
-
-    def get(self, key, default=None):
-        return self._logs().get(key, default)
-
-
-def _logs_history(history) -> _LogsHistory:
-    """`history` (a Keras `History`) as a `_LogsHistory` sharing its state."""
-    result = _LogsHistory.__new__(_LogsHistory)
-    result.__dict__ = history.__dict__
-    return result
-
-
 @dataclass
 class AoAReaderResult:
     """A trained cloze reader and its test accuracy beside the two baselines.
@@ -678,7 +634,7 @@ def fit_aoa_reader(
         train_questions=len(train_questions),
         test_questions=len(test_questions),
         test_predictions=predictions,
-        history=_logs_history(history),
+        history=training.readable_as_logs(history, "AoAReaderResult.history"),
         seconds=time.perf_counter() - start,
     )
 
