@@ -390,3 +390,33 @@ def test_the_wide_and_mix_stages_alone():
     assert mix["wide_refit_documents"] == 16
     # The mix is folded into the weights: the wide kernel is refitted and scaled.
     assert not np.allclose(net.wide.kernel.numpy(), kernel)
+
+
+@pytest.mark.generation_specific
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["han", "bert"])
+def test_a_text_classifier_saves_and_loads_with_its_preprocessor(kind, tmp_path):
+    if kind == "han":
+        model, tokenizer = _han(wide=True)
+    else:
+        model, tokenizer = _bert(wide=True, checkpoint=True)
+    classifier = TextClassifier(model, tokenizer, ["neg", "pos"])
+    path = tmp_path / "classifier.keras"
+    classifier.save(path)
+    loaded = TextClassifier.load(path)
+    assert type(loaded.preprocessor) is type(classifier.preprocessor)
+    assert loaded.tokenizer is loaded.preprocessor.tokenizer
+    assert loaded.preprocessor.get_config() == classifier.preprocessor.get_config()
+    assert loaded.class_names == ["neg", "pos"]
+    assert type(loaded.model) is type(model)
+    expected = classifier.serving_model()({"text": tf.constant(TEXTS)})
+    got = loaded.serving_model()({"text": tf.constant(TEXTS)})
+    np.testing.assert_allclose(
+        got["probabilities"], expected["probabilities"], atol=1e-6
+    )
+    assert loaded.predict(TEXTS) == classifier.predict(TEXTS)
+    # Any other file is refused with what it holds.
+    other = tmp_path / "other.keras"
+    model.save(other)
+    with pytest.raises(ValueError, match="written by `TextClassifier.save`"):
+        TextClassifier.load(other)

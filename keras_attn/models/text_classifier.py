@@ -16,6 +16,7 @@ import numpy as np
 from keras_attn import distribute, training
 from keras_attn._validation import check_choice, check_folder, check_int
 from keras_attn.backend import keras, tf
+from keras_attn.layers.labels import PredictedLabel
 from keras_attn.models.bert import BertBackbone, BertClassifier
 from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.bert_pretraining import (
@@ -128,6 +129,38 @@ class TextClassifier:
         """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`);
         `keras_attn.serving.export(classifier, base_dir)` exports it."""
         return build_text_serving_model(self.model, self.preprocessor, self.class_names)
+
+    def save(self, filepath) -> None:
+        """Writes the classifier to one `.keras` file: its serving model, which
+        holds the preprocessor, the model and the class names
+        (`TextClassifier.load` reads it back; `history` and `settings` are not
+        kept)."""
+        self.serving_model().save(filepath)
+
+    @classmethod
+    def load(cls, filepath) -> TextClassifier:
+        """The classifier `save` wrote: its model, `preprocessor` (and so its
+        `tokenizer`) and class names, restored from their configs and weights."""
+        serving = keras.models.load_model(filepath)
+        layers = {type(layer): layer for layer in serving.layers}
+        preprocessor = next(
+            (x for x in layers.values() if isinstance(x, TextPreprocessor)), None
+        )
+        model = next((x for x in layers.values() if isinstance(x, keras.Model)), None)
+        if preprocessor is None or model is None or PredictedLabel not in layers:
+            names = sorted(t.__name__ for t in layers)
+            raise ValueError(
+                "`filepath` must be a file written by `TextClassifier.save` (a "
+                "serving model with a TextPreprocessor). Received: "
+                f"filepath={str(filepath)!r} with layers {names}"
+            )
+        class_names = layers[PredictedLabel].class_names
+        return cls(
+            model,
+            preprocessor.tokenizer,
+            list(class_names) if class_names is not None else None,
+            preprocessor=preprocessor,
+        )
 
     def model_inputs(self, texts):
         """The model's inputs for raw strings (`preprocessor`'s): token ids, and
