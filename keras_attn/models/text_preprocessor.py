@@ -83,6 +83,14 @@ class TextPreprocessor(Layer):
     def vocabulary_size(self) -> int:
         return self.tokenizer.vocabulary_size
 
+    def for_classifier(self, classifier) -> TextPreprocessor:
+        """This kind's preprocessor for `classifier`: the same tokenizer, with the
+        `HashedNgrams` its wide part records (`HashedNgrams.matching`; none
+        without a wide part)."""
+        wide = wide_layer(classifier)
+        ngrams = None if wide is None else HashedNgrams.matching(wide)
+        return type(self)(self.tokenizer, ngrams=ngrams, name=self.name)
+
     def encode(self, texts) -> dict:
         """The deep part's inputs of a `(batch,)` string tensor, as a dict."""
         return {"token_ids": self.tokenizer.tokenize(texts)}
@@ -246,6 +254,4 @@ def text_preprocessor(classifier, tokenizer) -> TextPreprocessor:
         kind = HANTextPreprocessor
     else:
         kind = TransformerTextPreprocessor
-    wide = wide_layer(classifier)
-    ngrams = None if wide is None else HashedNgrams.matching(wide)
-    return kind(tokenizer, ngrams=ngrams)
+    return kind(tokenizer).for_classifier(classifier)
