@@ -17,7 +17,7 @@ DeepCTR's in the same round (issue 15's target: at most 0.67 for 5 epochs of 70,
 rows).
 
     python -m benchmarks.bench_ctr [--epochs 3] [--rows 70000] [--seeds 2]
-        [--no-xla] [--no-write]
+        [--xla on|off|both] [--no-write]
 
 `--select-gate-score` instead compares the attention gate's scores (and the softmax
 gate) on an inner 80/20 split of the training rows only, never the validation rows
@@ -278,8 +278,13 @@ def main(argv=None) -> int:
         "--seeds", type=int, default=2, help="initialization seeds 0..N-1"
     )
     parser.add_argument(
-        "--no-xla", action="store_true", help="also run keras_attn without XLA"
+        "--xla",
+        choices=["both", "on", "off"],
+        default=None,
+        help="keras_attn's jit_compile: off (fit_ctr_model's default on a CPU), on, "
+        "or both. Defaults to on, or both with --no-xla",
     )
+    parser.add_argument("--no-xla", action="store_true", help="the same as --xla both")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--select-gate-score",
@@ -294,11 +299,13 @@ def main(argv=None) -> int:
     if args.select_gate_score:
         select_gate_score(args)
         return 0
+    xla = args.xla or ("both" if args.no_xla else "on")
     runs = [
         ("DeepCTR MMOE (tf_keras)", lambda s: run_deepctr(args.epochs, args.rows, s))
     ]
     for gate in ("softmax", "attention"):
-        variants = [(True, ", XLA")] + ([(False, "")] if args.no_xla else [])
+        variants = [(True, ", XLA"), (False, "")]
+        variants = {"on": variants[:1], "off": variants[1:], "both": variants}[xla]
         for jit, label in variants:
             runs.append(
                 (
@@ -370,7 +377,7 @@ def main(argv=None) -> int:
     if not args.no_write:
         from benchmarks._results import write_section
 
-        flags = f" --seeds {args.seeds}" + (" --no-xla" if args.no_xla else "")
+        flags = f" --seeds {args.seeds} --xla {xla}"
         write_section(
             "bench_ctr",
             body,

@@ -281,10 +281,12 @@ def write_saved_model(model, filepath: str, endpoints: dict, input_signature) ->
 def variables_to_constants(function):
     """A `tf.function`'s concrete function with the variables it reads as
     constants: TensorFlow's own pass (`tf.compat.v1.graph_util` has only its TF1
-    graph form), for graphs whose weights a request never changes."""
+    graph form), for graphs whose weights a request never changes. Quiet: the pass
+    exports a MetaGraph, which warns of every lookup table's initializer."""
     from tensorflow.python.framework import convert_to_constants
 
-    return convert_to_constants.convert_variables_to_constants_v2(function)
+    with quiet_save():
+        return convert_to_constants.convert_variables_to_constants_v2(function)
 
 
 def export_saved_model(model, filepath: str) -> None:

@@ -52,6 +52,10 @@ CTR_SETTINGS = dict(
     expert_units=(32,),
     tower_units=(16,),
     gate="attention",
+    # The categorical fields' rows in one table: the same parameters, one lookup
+    # per step and per request instead of one per field (the export's request
+    # graph 438 -> 314 nodes).
+    shared_table=True,
 )
 
 
