@@ -32,6 +32,7 @@ the DeepCTR row is left out. Reads ../shared/data/criteo (see DATA.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 
@@ -104,19 +105,7 @@ def run_keras_attn(out_dir: str, seed: int, epochs: int, jit: bool = True) -> di
         ),
         embeddings_regularizer=keras.regularizers.L2(CONFIG["l2_embedding"]),
     )
-    return timed_fit_ctr(
-        out_dir,
-        f"keras_attn_{seed}_{jit}",
-        model,
-        specs,
-        tasks,
-        train,
-        test,
-        CONFIG,
-        seed,
-        epochs,
-        jit,
-    )
+    return timed_fit_ctr(out_dir, model, train, test, CONFIG, seed, epochs, jit)
 
 
 def _encode(df, specs) -> dict:
@@ -150,16 +139,8 @@ def run_deepctr(out_dir: str, seed: int, epochs: int) -> dict:
         l2_reg_embedding=CONFIG["l2_embedding"],
         seed=seed,
     )
-    return timed_fit_deepctr(
-        out_dir,
-        f"deepctr_{seed}",
-        model,
-        _encode(train, specs),
-        train["label"].to_numpy("float32"),
-        _encode(test, specs),
-        CONFIG,
-        epochs,
-    )
+    encode = functools.partial(_encode, specs=specs)
+    return timed_fit_deepctr(out_dir, seed, model, train, test, encode, CONFIG, epochs)
 
 
 # One run in a fresh process: `python -c` with out_dir, which, seed, epochs.

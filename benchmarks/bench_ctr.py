@@ -17,7 +17,7 @@ DeepCTR's in the same round (issue 15's target: at most 0.67 for 5 epochs of 70,
 rows).
 
     python -m benchmarks.bench_ctr [--epochs 3] [--rows 70000] [--seeds 2]
-        [--no-xla] [--no-write]
+        [--xla on|off|both] [--no-write]
 
 `--select-gate-score` instead compares the attention gate's scores (and the softmax
 gate) on an inner 80/20 split of the training rows only, never the validation rows
@@ -30,17 +30,13 @@ the DeepCTR column is left out. Reads ../shared/data/census_income/ (see DATA.md
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._ctr_runs import ROOT, fit_ctr_timed, run_json, seed_ratios
+
 DATA = ROOT.parent / "shared" / "data" / "census_income" / "census_income_dev.csv.gz"
 CONFIG = dict(
     num_experts=8, expert_units=64, tower_units=32, embedding_dim=8, lr=1e-3, batch=512
@@ -72,17 +68,6 @@ def _labels(df):
     }
 
 
-class _EpochTimer:
-    def __init__(self):
-        self.times = []
-
-    def start(self):
-        self._t = time.perf_counter()
-
-    def stop(self):
-        self.times.append(time.perf_counter() - self._t)
-
-
 def run_keras_attn(
     gate: str,
     epochs: int,
@@ -97,7 +82,7 @@ def run_keras_attn(
     from keras_attn.backend import keras
     from keras_attn.datasets import census_features, census_tasks
     from keras_attn.features import to_dataset
-    from keras_attn.models.ctr import build_ctr_model, fit_ctr_model
+    from keras_attn.models.ctr import build_ctr_model
 
     keras.utils.set_random_seed(seed)
     train, val = _split(rows, inner=inner)
@@ -122,56 +107,28 @@ def run_keras_attn(
         embeddings_initializer=keras.initializers.RandomNormal(stddev=1e-4),
         embeddings_regularizer=keras.regularizers.L2(1e-5),
     )
-    timer = _EpochTimer()
-
-    class Timer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            timer.start()
-
-        def on_epoch_end(self, epoch, logs=None):
-            timer.stop()
-
-    start = time.perf_counter()
     # Encodes the raw rows once, then trains the core (under XLA when jit_compile)
     # on full batches; `model` keeps the preprocessing and takes raw values.
-    fit_ctr_model(
-        model,
-        train,
-        epochs=epochs,
-        batch_size=CONFIG["batch"],
-        seed=seed,
-        learning_rate=CONFIG["lr"],
-        jit_compile=jit_compile,
-        steps_per_execution=16,
-        callbacks=[Timer()],
-        verbose=0,
+    timed = fit_ctr_timed(
+        model, train, CONFIG, seed, epochs, jit_compile, steps_per_execution=16
     )
-    wall = time.perf_counter() - start
     preds = model.predict(to_dataset(val, specs, batch_size=4096), verbose=0)
     y = _labels(val)
-    trained = len(train) // CONFIG["batch"] * CONFIG["batch"]  # full batches only
-    return {
-        "auc": {t: float(roc_auc_score(y[t], np.ravel(preds[t]))) for t in y},
-        "examples_per_s": _throughput(trained, timer.times),
-        "wall_s": wall,
-    }
-
-
-def _throughput(n, times):
-    later = times[1:] or times
-    return n * len(later) / sum(later)
+    auc = {t: float(roc_auc_score(y[t], np.ravel(preds[t]))) for t in y}
+    return {"auc": auc, **timed}
 
 
 _DEEPCTR = r"""
 import json, sys, time
 import numpy as np
-sys.path.insert(0, sys.argv[1])
-from benchmarks.bench_ctr import CONFIG, _labels, _split, _throughput
+from benchmarks._ctr_runs import examples_per_s
+from benchmarks.bench_ctr import CONFIG, _labels, _split
 import tensorflow as tf
 from deepctr.feature_column import DenseFeat, SparseFeat
 from deepctr.models import MMOE
 from sklearn.metrics import roc_auc_score
-epochs, rows, seed = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+from keras_attn.training import EpochTimer  # tf_keras's callback under Keras 2
+epochs, rows, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tf.keras.utils.set_random_seed(seed)
 train, val = _split(rows)
 numeric = ["age", "wage_per_hour", "capital_gains", "capital_losses",
@@ -198,22 +155,17 @@ model = MMOE(columns, num_experts=CONFIG["num_experts"],
 model.compile(tf.keras.optimizers.Adam(CONFIG["lr"]),
               loss=["binary_crossentropy", "binary_crossentropy"])
 x, y = encode(train, vocab), _labels(train)
-times = []
+timer = EpochTimer()
 start = time.perf_counter()
-class Timer(tf.keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        self.t = time.perf_counter()
-    def on_epoch_end(self, epoch, logs=None):
-        times.append(time.perf_counter() - self.t)
 model.fit(x, [y["income"], y["marital"]], batch_size=CONFIG["batch"], epochs=epochs,
-          verbose=0, shuffle=True, callbacks=[Timer()])
+          verbose=0, shuffle=True, callbacks=[timer])
 wall = time.perf_counter() - start
 preds = model.predict(encode(val, vocab), batch_size=4096, verbose=0)
 yv = _labels(val)
 print(json.dumps({
     "auc": {t: float(roc_auc_score(yv[t], np.ravel(p)))
             for t, p in zip(["income", "marital"], preds)},
-    "examples_per_s": _throughput(len(train), times),
+    "examples_per_s": examples_per_s(timer.times, len(train)),
     "wall_s": wall,
 }))
 """
@@ -221,47 +173,33 @@ print(json.dumps({
 
 _KERAS_ATTN = r"""
 import json, sys
-sys.path.insert(0, sys.argv[1])
 from benchmarks.bench_ctr import run_keras_attn
-gate, epochs, rows, seed, jit = sys.argv[2:7]
+gate, epochs, rows, seed, jit = sys.argv[1:6]
 print(json.dumps(run_keras_attn(gate, int(epochs), int(rows), int(seed),
                                 jit_compile=jit == "1")))
 """
 
 
-def _run_script(script: str, args: list, legacy: bool) -> dict | None:
-    """Runs `script` in a fresh Python process; its last stdout line is the JSON
-    result."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("TF_USE_LEGACY_KERAS", None)
-    if legacy:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-c", script, str(ROOT), *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp,
-            timeout=1800,
-        )
-    if proc.returncode != 0:
-        if "No module named 'deepctr'" in proc.stderr:
-            print("DeepCTR is not installed: its column is left out", file=sys.stderr)
-            return None
-        raise RuntimeError(f"Benchmark run failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def run_deepctr(epochs: int, rows: int, seed: int = 0) -> dict | None:
-    return _run_script(_DEEPCTR, [epochs, rows, seed], legacy=True)
+    """DeepCTR's MMOE in a fresh Keras 2 process; None when DeepCTR is absent."""
+    r = run_json(
+        ["-c", _DEEPCTR, epochs, rows, seed],
+        legacy=True,
+        timeout=1800,
+        missing="deepctr",
+    )
+    if r is None:
+        print("DeepCTR is not installed: its column is left out", file=sys.stderr)
+    return r
 
 
 def run_keras_attn_process(
     gate: str, epochs: int, rows: int, seed: int, jit_compile: bool
 ) -> dict:
-    return _run_script(
-        _KERAS_ATTN, [gate, epochs, rows, seed, int(jit_compile)], legacy=False
+    return run_json(
+        ["-c", _KERAS_ATTN, gate, epochs, rows, seed, int(jit_compile)],
+        legacy=False,
+        timeout=1800,
     )
 
 
@@ -275,11 +213,7 @@ def _mean_spread(values):
 def _wall_ratio(runs: list, deep: list) -> str:
     """Fit wall time over DeepCTR's, seed by seed: each run against the mean of the
     DeepCTR runs of its seed (one round alternates the libraries)."""
-    ratios = []
-    for r in runs:
-        same = [d["wall_s"] for d in deep if d["seed"] == r["seed"]]
-        if same:
-            ratios.append(r["wall_s"] / np.mean(same))
+    ratios = seed_ratios(runs, deep)
     if not ratios:
         return ""
     values = np.asarray(ratios)
@@ -344,8 +278,13 @@ def main(argv=None) -> int:
         "--seeds", type=int, default=2, help="initialization seeds 0..N-1"
     )
     parser.add_argument(
-        "--no-xla", action="store_true", help="also run keras_attn without XLA"
+        "--xla",
+        choices=["both", "on", "off"],
+        default=None,
+        help="keras_attn's jit_compile: off (fit_ctr_model's default on a CPU), on, "
+        "or both. Defaults to on, or both with --no-xla",
     )
+    parser.add_argument("--no-xla", action="store_true", help="the same as --xla both")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--select-gate-score",
@@ -360,11 +299,13 @@ def main(argv=None) -> int:
     if args.select_gate_score:
         select_gate_score(args)
         return 0
+    xla = args.xla or ("both" if args.no_xla else "on")
     runs = [
         ("DeepCTR MMOE (tf_keras)", lambda s: run_deepctr(args.epochs, args.rows, s))
     ]
     for gate in ("softmax", "attention"):
-        variants = [(True, ", XLA")] + ([(False, "")] if args.no_xla else [])
+        variants = [(True, ", XLA"), (False, "")]
+        variants = {"on": variants[:1], "off": variants[1:], "both": variants}[xla]
         for jit, label in variants:
             runs.append(
                 (
@@ -436,7 +377,7 @@ def main(argv=None) -> int:
     if not args.no_write:
         from benchmarks._results import write_section
 
-        flags = f" --seeds {args.seeds}" + (" --no-xla" if args.no_xla else "")
+        flags = f" --seeds {args.seeds} --xla {xla}"
         write_section(
             "bench_ctr",
             body,

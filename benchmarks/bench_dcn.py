@@ -56,6 +56,7 @@ benchmark-only dependency: without it the DeepCTR row is left out. Reads
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -168,19 +169,7 @@ def run_keras_attn(
         embeddings_regularizer=keras.regularizers.L2(config["l2_embedding"]),
         linear=config.get("linear", False),
     )
-    return timed_fit_ctr(
-        out_dir,
-        f"keras_attn_{seed}_{jit}",
-        model,
-        specs,
-        tasks,
-        train,
-        test,
-        config,
-        seed,
-        epochs,
-        jit,
-    )
+    return timed_fit_ctr(out_dir, model, train, test, config, seed, epochs, jit)
 
 
 def run_deepctr(
@@ -220,16 +209,8 @@ def run_deepctr(
         l2_reg_cross=config["l2_cross"],
         seed=seed,
     )
-    return timed_fit_deepctr(
-        out_dir,
-        f"deepctr_{seed}",
-        model,
-        _encode(train, specs),
-        train["label"].to_numpy("float32"),
-        _encode(test, specs),
-        config,
-        epochs,
-    )
+    encode = functools.partial(_encode, specs=specs)
+    return timed_fit_deepctr(out_dir, seed, model, train, test, encode, config, epochs)
 
 
 # One validation run in a fresh process: out_dir, library, seed, epochs, variant.

@@ -47,19 +47,20 @@ the DeepCTR row is left out. Reads ../shared/data/movielens_100k (see DATA.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 from benchmarks._ctr_runs import (
     SHARED_DATA,
-    EpochTimes,
+    alternating_runs,
     results_table,
     run_process,
-    save_predictions,
+    timed_fit_ctr,
+    timed_fit_deepctr,
     wall_ratios,
 )
 
@@ -112,7 +113,7 @@ def run_keras_attn(
 ) -> dict:
     from keras_attn.backend import keras
     from keras_attn.features import to_dataset
-    from keras_attn.models import Task, build_ctr_model, fit_ctr_model
+    from keras_attn.models import Task, build_ctr_model
 
     keras.utils.set_random_seed(seed)
     train, test, specs = load(inner)
@@ -135,34 +136,26 @@ def run_keras_attn(
     test_ds = to_dataset(test, specs, batch_size=4096)
     epoch_aucs = []
 
-    def held_out_auc(epoch):
+    def held_out_auc(epoch, logs=None):
         from sklearn.metrics import roc_auc_score
 
         preds = model.predict(test_ds, verbose=0)["click"]
         epoch_aucs.append(float(roc_auc_score(test["label"], np.ravel(preds))))
 
-    timer = EpochTimes()
-    start = time.perf_counter()
-    fit_ctr_model(
+    r = timed_fit_ctr(
+        out_dir,
         model,
         train,
-        epochs=epochs,
-        batch_size=CONFIG["batch"],
-        seed=seed,
-        learning_rate=CONFIG["lr"],
-        jit_compile=jit,
-        callbacks=[timer.callback(keras, held_out_auc if inner else None)],
-        verbose=0,
+        test,
+        CONFIG,
+        seed,
+        epochs,
+        jit,
+        callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=held_out_auc)]
+        if inner
+        else [],
     )
-    wall = time.perf_counter() - start
-    preds = model.predict(test_ds, verbose=0)["click"]
-    trained = len(train) // CONFIG["batch"] * CONFIG["batch"]  # full batches only
-    return {
-        "predictions": save_predictions(out_dir, f"keras_attn_{seed}_{jit}", preds),
-        "examples_per_s": timer.examples_per_s(trained),
-        "wall_s": wall,
-        "epoch_auc": epoch_aucs,
-    }
+    return {**r, "epoch_auc": epoch_aucs}
 
 
 def _encode(df, specs) -> dict:
@@ -237,34 +230,28 @@ def run_deepctr(out_dir: str, seed: int, epochs: int, inner: bool = False) -> di
         l2_reg_embedding=CONFIG["l2_embedding"],
         seed=seed,
     )
-    model.compile(tf.keras.optimizers.Adam(CONFIG["lr"]), "binary_crossentropy")
-    x, x_test = _encode(train, specs), _encode(test, specs)
-    y = train["label"].to_numpy("float32")
+    x_test = _encode(test, specs) if inner else None
     epoch_aucs = []
 
-    def held_out_auc(epoch):
+    def held_out_auc(epoch, logs=None):
         preds = model.predict(x_test, batch_size=4096, verbose=0)
         epoch_aucs.append(float(roc_auc_score(test["label"], np.ravel(preds))))
 
-    timer = EpochTimes()
-    start = time.perf_counter()
-    model.fit(
-        x,
-        y,
-        batch_size=CONFIG["batch"],
-        epochs=epochs,
-        shuffle=True,
-        verbose=0,
-        callbacks=[timer.callback(tf.keras, held_out_auc if inner else None)],
+    encode = functools.partial(_encode, specs=specs)
+    r = timed_fit_deepctr(
+        out_dir,
+        seed,
+        model,
+        train,
+        test,
+        encode,
+        CONFIG,
+        epochs,
+        callbacks=[tf.keras.callbacks.LambdaCallback(on_epoch_end=held_out_auc)]
+        if inner
+        else [],
     )
-    wall = time.perf_counter() - start
-    preds = model.predict(x_test, batch_size=4096, verbose=0)
-    return {
-        "predictions": save_predictions(out_dir, f"deepctr_{seed}", preds),
-        "examples_per_s": timer.examples_per_s(len(train)),
-        "wall_s": wall,
-        "epoch_auc": epoch_aucs,
-    }
+    return {**r, "epoch_auc": epoch_aucs}
 
 
 _SCRIPT = r"""
@@ -339,27 +326,19 @@ def main(argv=None) -> int:
         return compare_interactions(args, parser)
     inner = args.select_epochs > 0
     epochs = args.select_epochs if inner else args.epochs
-    results: dict[str, list] = {}
-    loads = [os.getloadavg()[0]]
+    jits = {"both": (True, False), "on": (True,), "off": (False,)}[args.xla]
+    order = [("deepctr", DEEPCTR)] + [
+        ("xla" if jit else "noxla", KERAS_ATTN[jit]) for jit in jits
+    ]
     with tempfile.TemporaryDirectory() as out_dir:
-        for seed in range(args.seeds):
-            # Alternate the order so that load on the shared machine hits both alike.
-            order = [("deepctr", DEEPCTR)] + [
-                ("xla" if jit else "noxla", KERAS_ATTN[jit])
-                for jit in {"both": (True, False), "on": (True,), "off": (False,)}[
-                    args.xla
-                ]
-            ]
-            for which, name in order if seed % 2 == 0 else order[::-1]:
-                r = _run(which, out_dir, seed, epochs, inner, args.shared_table)
-                loads.append(os.getloadavg()[0])
-                print(name, seed, r, file=sys.stderr, flush=True)
-                if r is None:
-                    print(
-                        "DeepCTR is not installed: its row is left out", file=sys.stderr
-                    )
-                    continue
-                results.setdefault(name, []).append(r)
+        results, loads = alternating_runs(
+            _SCRIPT,
+            order,
+            args.seeds,
+            epochs,
+            out_dir,
+            extra=[int(inner), int(args.shared_table), "concat_diff_product"],
+        )
         names = (DEEPCTR, KERAS_ATTN[True], KERAS_ATTN[False])
         results = {n: results[n] for n in names if n in results}
         if inner:

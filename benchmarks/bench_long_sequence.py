@@ -16,10 +16,10 @@ Run: `python -m benchmarks.bench_long_sequence` (a few minutes on 2 cores).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
+
+from benchmarks._ctr_runs import last_json, run_python
 
 SECTION = "bench_long_sequence"
 BATCH, DIM, HEADS, KEY_DIM, WINDOW = 1, 128, 4, 32, 128
@@ -73,21 +73,14 @@ def run_one(
     mode: str, length: int, repeats: int, timeout: int, mask: bool = True
 ) -> dict:
     args = [mode, length, BATCH, DIM, HEADS, KEY_DIM, WINDOW, repeats, int(mask)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, *map(str, args)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
+        proc = run_python(["-c", _CHILD, *args], legacy=None, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"skipped": f"over {timeout} s"}
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
         return {"skipped": f"failed (exit {proc.returncode}): {tail[0][:80]}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return last_json(proc)
 
 
 def _cell(result, key, fmt):

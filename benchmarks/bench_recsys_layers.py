@@ -26,9 +26,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from benchmarks._ctr_runs import ROOT, run_json
 
 BATCH = 256
 FIELDS, DIM = 39, 16
@@ -222,11 +223,7 @@ def _worker(
 def _run_worker(
     legacy: bool, rounds: int, steps: int, xla: bool, bf16: bool = False
 ) -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("TF_USE_LEGACY_KERAS", None)
-    if legacy:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-    args = [sys.executable, "-m", "benchmarks.bench_recsys_layers", "--worker"]
+    args = ["-m", "benchmarks.bench_recsys_layers", "--worker"]
     args += ["--rounds", str(rounds), "--steps", str(steps)]
     if legacy:
         args.append("--deepctr")
@@ -234,13 +231,7 @@ def _run_worker(
         args.append("--no-xla")
     if bf16:
         args.append("--bf16")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run(
-        args, env=env, cwd=root, capture_output=True, text=True, timeout=1800
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"benchmark worker failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json(args, legacy=legacy, timeout=1800, cwd=ROOT)
 
 
 def _rows(sizes, legacy, keras3, deep_key, ours_key) -> list[str]:

@@ -119,6 +119,7 @@ def run(
         most_popular_scores,
         top_k_metrics,
     )
+    from keras_attn.training import EpochTimer
 
     data = load_movielens_sequences(
         DATA,
@@ -156,17 +157,16 @@ def run(
                 remove_accidental_hits=config["remove_accidental_hits"],
             ),
         )
-    times = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.start = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            times.append(time.perf_counter() - self.start)
-            if epoch_log:
-                epoch_log(epoch, logs, model, data, part)
-
+    timer = EpochTimer()
+    callbacks = [timer]
+    if epoch_log:  # after the epoch's timing
+        callbacks.append(
+            keras.callbacks.LambdaCallback(
+                on_epoch_end=lambda epoch, logs: epoch_log(
+                    epoch, logs, model, data, part
+                )
+            )
+        )
     start = time.perf_counter()
     fit_retrieval_model(
         model,
@@ -176,14 +176,14 @@ def run(
         learning_rate=config["learning_rate"],
         sampling_correction=config["sampling_correction"],
         seed=seed,
-        callbacks=[Timer()],
+        callbacks=callbacks,
         verbose=0,
     )
     wall = time.perf_counter() - start
     scores = model.scores(part.history)
     popular = most_popular_scores(data.train.item, data.num_items)
     seen = data.seen_mask(part)
-    out = {"wall_s": wall, "epoch_s": times, "n_train": len(data.train)}
+    out = {"wall_s": wall, "epoch_s": timer.times, "n_train": len(data.train)}
     out["users"] = part.user
     out["n_eval"], out["n_users"] = len(part), len(np.unique(part.user))
     for exclusion, mask in (("excluded", seen), ("kept", None)):

@@ -22,13 +22,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._ctr_runs import ROOT, run_json, run_python
+
 CENSUS_DEV = (
     ROOT.parent / "shared" / "data" / "census_income" / "census_income_dev.csv.gz"
 )
@@ -82,43 +82,158 @@ print(json.dumps(result))
 """
 
 
-def _clean_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    return env
+# Keras 2 (DeepCTR needs it): DeepCTR's MMOE of the quickstart's sizes with its
+# softmax gates, trained one epoch on the shipped census sample from ids this script
+# encodes, saved as a SavedModel; prints the encoded first 64 rows as feeds.
+_DEEPCTR_EXPORT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+from deepctr.feature_column import DenseFeat, SparseFeat
+from deepctr.models import MMOE
+from benchmarks.bench_ctr import _labels
+from keras_attn.cli.quickstart import CTR_SETTINGS
+from keras_attn.datasets import load_census_sample
+df = load_census_sample()
+numeric = ["age", "wage_per_hour", "capital_gains", "capital_losses",
+           "stock_dividends", "num_emp", "weeks_worked"]
+drop = {"income_50k", "marital_stat", "instance_weight"}
+sparse = [c for c in df.columns if c not in drop and c not in numeric]
+vocab = {c: {v: i + 1 for i, v in enumerate(sorted(df[c].astype(str).unique()))}
+         for c in sparse}
+stats = {c: (df[c].mean(), df[c].std() or 1.0) for c in numeric}
+def encode(rows):
+    out = {c: rows[c].astype(str).map(vocab[c]).fillna(0).to_numpy("int32")[:, None]
+           for c in sparse}
+    for c in numeric:
+        out[c] = ((rows[c].to_numpy("float32") - stats[c][0]) / stats[c][1])[:, None]
+    return out
+dim = CTR_SETTINGS["embedding_dim"]
+columns = [SparseFeat(c, len(vocab[c]) + 1, embedding_dim=dim) for c in sparse]
+columns += [DenseFeat(c, 1) for c in numeric]
+model = MMOE(columns, num_experts=CTR_SETTINGS["num_experts"],
+             expert_dnn_hidden_units=CTR_SETTINGS["expert_units"],
+             tower_dnn_hidden_units=CTR_SETTINGS["tower_units"],
+             task_types=["binary", "binary"], task_names=["income", "marital"])
+model.compile("adam", loss=["binary_crossentropy", "binary_crossentropy"])
+y = _labels(df)
+model.fit(encode(df), [y["income"], y["marital"]], batch_size=256, verbose=0)
+model.save(sys.argv[1])
+feeds = {k: {"dtype": v.dtype.name, "values": v.tolist()}
+         for k, v in encode(df.iloc[:64]).items()}
+print(json.dumps(feeds))
+"""
+
+# Two SavedModels' serving_default graphs, each by a TF1 Session callable (as TF
+# Serving runs them), called in turn: both see the same machine.
+_SESSION_PAIR = r"""
+import json, sys, time
+import numpy as np
+import tensorflow as tf
+calls, batches = int(sys.argv[1]), json.loads(sys.argv[2])
+pairs = [(sys.argv[i], json.load(open(sys.argv[i + 1], encoding="utf-8")))
+         for i in (3, 5)]
+runs = []
+for export_dir, feeds in pairs:
+    graph = tf.Graph()
+    with graph.as_default():
+        session = tf.compat.v1.Session(graph=graph)
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
+    runs.append((graph, session, meta.signature_def["serving_default"], feeds))
+result = {}
+for batch in batches:
+    fns = []
+    for graph, session, sig, feeds in runs:
+        arrays = {n: np.array((f["values"] * batch)[:batch],
+                              dtype=object if f["dtype"] == "string" else f["dtype"])
+                  for n, f in feeds.items()}
+        with graph.as_default():
+            run = session.make_callable([t.name for t in sig.outputs.values()],
+                                        [sig.inputs[n].name for n in arrays])
+        fns.append((run, list(arrays.values())))
+    times = [[], []]
+    n = max(calls // max(batch // 64, 1), 50)
+    for i in range(20 + n):
+        for k, (run, values) in enumerate(fns):
+            start = time.perf_counter()
+            run(*values)
+            if i >= 20:
+                times[k].append(time.perf_counter() - start)
+    result[batch] = [{"p50": float(np.percentile(t, 50) * 1e3),
+                      "p99": float(np.percentile(t, 99) * 1e3), "calls": len(t)}
+                     for t in times]
+print(json.dumps(result))
+"""
 
 
-def build_exports(folder: Path) -> dict:
-    """The quickstart's two exports, with explain signatures; returns their paths and
-    a few raw rows of each as `{name: {dtype, values}}`."""
-    from keras_attn.cli.quickstart import SETTINGS
+def time_against_deepctr(folder: Path, calls: int) -> dict | None:
+    """keras_attn's export of the quickstart's census model with softmax gates (the
+    model DeepCTR's MMOE is), raw values in, against DeepCTR's SavedModel of the
+    same sizes, ids in: both graphs by Session callables, alternating call by call.
+    None when DeepCTR is not installed."""
+    from keras_attn.cli.quickstart import CTR_SETTINGS
     from keras_attn.datasets import census_features, census_tasks, load_census_sample
-    from keras_attn.models import build_ctr_model, fit_ctr_model, fit_text_classifier
+    from keras_attn.models import build_ctr_model, fit_ctr_model
     from keras_attn.serving import export, signature_dtypes, to_arrays
-    from keras_attn.text.datasets import load_review_sample
 
+    deepctr_dir = folder / "deepctr_mmoe"
+    feeds = run_json(
+        ["-c", _DEEPCTR_EXPORT, deepctr_dir], missing="deepctr", legacy=True
+    )
+    if feeds is None:
+        print(
+            "DeepCTR is not installed: the comparison with its SavedModel is left out"
+        )
+        return None
+    deepctr_feeds = folder / "deepctr_feeds.json"
+    deepctr_feeds.write_text(json.dumps(feeds), encoding="utf-8")
     df = load_census_sample()
     specs, tasks = census_features(df), census_tasks()
-    model = build_ctr_model(
-        specs,
-        tasks,
-        embedding_dim=8,
-        num_experts=4,
-        expert_units=(32,),
-        tower_units=(16,),
-        gate="attention",
-        name="census_mmoe",
-    )
+    settings = {**CTR_SETTINGS, "gate": "softmax"}
+    model = build_ctr_model(specs, tasks, name="census_mmoe_softmax", **settings)
     fit_ctr_model(model, df, batch_size=256, jit_compile=False, verbose=0)
-    ctr = export(model, folder / "census_mmoe", features=specs, explain=True)
-    arrays = to_arrays(df.iloc[:64], signature_dtypes(ctr), specs)
-    ctr_feeds = {
+    ours = export(model, folder / "census_mmoe_softmax", features=specs)
+    arrays = to_arrays(df.iloc[:64], signature_dtypes(ours), specs)
+    our_feeds = folder / "softmax_feeds.json"
+    our_feeds.write_text(json.dumps(_feeds(arrays)), encoding="utf-8")
+    times = run_json(
+        ["-c", _SESSION_PAIR, calls, json.dumps(list(BATCHES)), ours, our_feeds]
+        + [deepctr_dir, deepctr_feeds],
+        legacy=None,
+        timeout=1800,
+        cwd=folder,
+        pythonpath=False,
+    )
+    return {int(k): v for k, v in times.items()}
+
+
+def _feeds(arrays: dict) -> dict:
+    """Request arrays as JSON: `{name: {"dtype", "values"}}`."""
+    return {
         k: {
             "dtype": "string" if v.dtype == object else v.dtype.name,
             "values": [x.decode() for x in v] if v.dtype == object else v.tolist(),
         }
         for k, v in arrays.items()
     }
+
+
+def build_exports(folder: Path) -> dict:
+    """The quickstart's two exports, with explain signatures; returns their paths and
+    a few raw rows of each as `{name: {dtype, values}}`."""
+    from keras_attn.cli.quickstart import SETTINGS, build_census_model
+    from keras_attn.datasets import census_features, census_tasks, load_census_sample
+    from keras_attn.models import fit_ctr_model, fit_text_classifier
+    from keras_attn.serving import export, signature_dtypes, to_arrays
+    from keras_attn.text.datasets import load_review_sample
+
+    df = load_census_sample()
+    specs, tasks = census_features(df), census_tasks()
+    model = build_census_model(specs, tasks)
+    fit_ctr_model(model, df, batch_size=256, jit_compile=False, verbose=0)
+    ctr = export(model, folder / "census_mmoe", features=specs, explain=True)
+    arrays = to_arrays(df.iloc[:64], signature_dtypes(ctr), specs)
+    ctr_feeds = _feeds(arrays)
     texts, labels = load_review_sample()
     clf = fit_text_classifier(
         texts, labels, model="han", epochs=1, patience=None, verbose=0, **SETTINGS
@@ -131,25 +246,15 @@ def build_exports(folder: Path) -> dict:
 def time_export(path: Path, feeds: dict, calls: int) -> dict:
     feeds_path = path.parent / "feeds.json"
     feeds_path.write_text(json.dumps(feeds), encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _TIMER,
-            str(path),
-            str(feeds_path),
-            str(calls),
-            json.dumps(list(BATCHES)),
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        env=_clean_env(),
-        cwd=path.parent,
+    # TensorFlow alone loads the export: keras_attn is not on the path.
+    times = run_json(
+        ["-c", _TIMER, path, feeds_path, calls, json.dumps(list(BATCHES))],
+        legacy=None,
         timeout=1800,
+        cwd=path.parent,
+        pythonpath=False,
     )
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-3000:])
-    return {int(k): v for k, v in json.loads(proc.stdout.splitlines()[-1]).items()}
+    return {int(k): v for k, v in times.items()}
 
 
 def time_predict(path: Path) -> dict | None:
@@ -157,28 +262,22 @@ def time_predict(path: Path) -> dict | None:
         print(f"{CENSUS_DEV} is absent: the `keras-attn predict` figure is skipped")
         return None
     out = path.parent / "predicted.csv"
-    env = _clean_env()
-    env["PYTHONPATH"] = str(ROOT)
     start = time.perf_counter()
-    proc = subprocess.run(
+    proc = run_python(
         [
-            sys.executable,
             "-m",
             "keras_attn.cli",
             "predict",
             "--model",
-            str(path),
+            path,
             "--data",
-            str(CENSUS_DEV),
+            CENSUS_DEV,
             "--output",
-            str(out),
+            out,
             "--batch-size",
             "1024",
         ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=3600,
+        legacy=None,
     )
     wall = time.perf_counter() - start
     if proc.returncode:
@@ -197,12 +296,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="timed calls at batch 1")
     parser.add_argument("--no-write", action="store_true", help="leave RESULTS.md")
+    parser.add_argument(
+        "--no-peer", action="store_true", help="leave out DeepCTR's SavedModel"
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         exports = build_exports(Path(folder))
         timings = {k: time_export(p, f, args.calls) for k, (p, f) in exports.items()}
         predict = time_predict(exports["ctr"][0])
+        peer = None if args.no_peer else time_against_deepctr(Path(folder), args.calls)
     load = f"{load_before:.1f} / {os.getloadavg()[0]:.1f}"
     lines = [
         "p50 / p99 ms per call of each signature, TensorFlow alone in a fresh process "
@@ -230,6 +333,26 @@ def main(argv=None) -> int:
         "as TF Serving runs it (C++ `Session::Run`): the graph's own time plus a few "
         "microseconds of the callable.",
     ]
+    if peer:
+        lines += [
+            "",
+            "Against DeepCTR's own SavedModel of the same model (the quickstart's "
+            "sizes with softmax gates, DeepCTR `MMOE` saved by tf_keras; it takes ids "
+            "and standardized numbers encoded beforehand, keras_attn's export takes "
+            "the raw values and does the lookups and standardization in its graph): "
+            "both serving_default graphs by Session callables in one process, called "
+            "in turn.",
+            "",
+            "| batch | keras_attn p50 / p99 | DeepCTR p50 / p99 | keras_attn / DeepCTR (p50, p99) |",  # noqa: E501
+            "|---|---|---|---|",
+        ]
+        for batch, (ours, theirs) in peer.items():
+            lines.append(
+                f"| {batch} | {ours['p50']:.2f} / {ours['p99']:.2f} | "
+                f"{theirs['p50']:.2f} / {theirs['p99']:.2f} | "
+                f"{ours['p50'] / theirs['p50']:.2f}x, "
+                f"{ours['p99'] / theirs['p99']:.2f}x |"
+            )
     if predict:
         lines += [
             "",

@@ -26,7 +26,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from keras_attn._validation import check_folder
+from keras_attn._validation import check_folder, check_int
 
 __all__ = [
     "TEMP_PREFIX",
@@ -182,12 +182,7 @@ def check_export_target(
         ValueError: naming the folder and what is wrong with it.
     """
     base = Path(base_dir)
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or version < 0
-    ):
-        raise ValueError(
-            f"`version` must be a non-negative integer. Received: version={version!r}"
-        )
+    check_int("version", version, minimum=0, allow_none=True)
     if base.exists() and not base.is_dir():
         raise ValueError(
             f"The export folder {str(base)!r} is a file: give a folder (the model's "

@@ -56,6 +56,7 @@ __all__ = [
     "scale_loss",
     "tf",
     "unscale_gradients",
+    "variables_to_constants",
     "write_saved_model",
 ]
 
@@ -277,15 +278,32 @@ def write_saved_model(model, filepath: str, endpoints: dict, input_signature) ->
             archive.write_out(filepath)
 
 
+def variables_to_constants(function):
+    """A `tf.function`'s concrete function with the variables it reads as
+    constants: TensorFlow's own pass (`tf.compat.v1.graph_util` has only its TF1
+    graph form), for graphs whose weights a request never changes. Quiet: the pass
+    exports a MetaGraph, which warns of every lookup table's initializer."""
+    from tensorflow.python.framework import convert_to_constants
+
+    with quiet_save():
+        return convert_to_constants.convert_variables_to_constants_v2(function)
+
+
 def export_saved_model(model, filepath: str) -> None:
     """Writes `model` as a TensorFlow SavedModel with a `serving_default` signature.
 
     The result loads with `tf.saved_model.load` in a process that imports neither Keras
-    nor keras_attn (TF Serving reads the same files).
+    nor keras_attn (TF Serving reads the same files). A model with a
+    `serving_input_signature()` method (its inputs by name as `tf.TensorSpec`s) is
+    signed with it under Keras 3, which signs a subclassed model from its build
+    shapes otherwise (float32 inputs named `args_0`, ...); tf_keras signs it from
+    its first call's inputs.
     """
     with quiet_save():
         if KERAS_3:
-            model.export(filepath, format="tf_saved_model", verbose=False)
+            signature = getattr(model, "serving_input_signature", None)
+            options = {} if signature is None else {"input_signature": [signature()]}
+            model.export(filepath, format="tf_saved_model", verbose=False, **options)
         else:
             model.export(filepath)
 

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from keras_attn._validation import check_positive_int
 from keras_attn.backend import keras, tf
 from keras_attn.features.dataset import count_batches, to_dataset
 from keras_attn.models.ctr import as_tasks, split_ctr_model
@@ -241,10 +242,7 @@ def fit_with_coordinator(
     Returns:
         The loss of each step, in the order they were scheduled.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(
-            f"`steps` must be a positive integer. Received: steps={steps!r}"
-        )
+    check_positive_int("steps", steps)
     strategy = coordinator.strategy
     variables = shard_variables(model.trainable_variables)
     if optimizer is None:
@@ -397,10 +395,7 @@ def fit_multi_worker(
         ("steps_per_epoch", steps_per_epoch),
         ("global_batch_size", global_batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"`{name}` must be a positive integer. Received: {name}={value!r}"
-            )
+        check_positive_int(name, value)
     with strategy.scope():
         optimizer.build(model.trainable_variables)  # slots exist before a restore
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False)

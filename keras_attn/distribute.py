@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping
 
 from keras_attn._deprecation import moved
+from keras_attn._validation import check_positive_int
 from keras_attn.backend import tf
 
 __all__ = [
@@ -246,15 +247,7 @@ def get_strategy(
     >>> get_strategy("default").num_replicas_in_sync
     1
     """
-    if (
-        isinstance(min_shard_bytes, bool)
-        or not isinstance(min_shard_bytes, int)
-        or min_shard_bytes < 1
-    ):
-        raise ValueError(
-            "`min_shard_bytes` must be a positive integer. Received: "
-            f"min_shard_bytes={min_shard_bytes!r}"
-        )
+    check_positive_int("min_shard_bytes", min_shard_bytes)
     if devices is not None and kind not in ("mirrored", "auto"):
         raise ValueError(
             f"`devices` is only used with kind 'mirrored'. Received: kind={kind!r}, "

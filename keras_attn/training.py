@@ -1,7 +1,15 @@
 """Training plumbing shared by the fit helpers: the input pipelines under a strategy
 (`distribute_dataset`, `numbers_only`, `epoch_batches`), resumable runs
 (`BackupAndRestore` plus the record of finished epochs, so a restart resumes the
-data order too), per-epoch weight checkpoints, and the warm-up and timing callbacks.
+data order too), per-epoch weight checkpoints, the warm-up and timing callbacks, and
+the keywords every `fit_*` helper takes (`strategy`, `tpu`, `backup_dir`,
+`checkpoint_dir`, `mixed_precision`, `jit_compile`, `callbacks`, `verbose`, `seed`),
+checked and resolved in one place by `fit_options`.
+
+What a `fit_*` helper returns: the Keras `History` of its `fit` (its `.model` is
+the model trained), or, where it reports more than the fit's logs, an object with
+that `History` as `.history` and the model as `.model` (e.g.
+`keras_attn.models.AoAReaderResult`).
 
 The strategy itself is chosen by `keras_attn.distribute`. The fit helpers run every
 raw-value step (string lookups, tokenization) on the host, in `tf.data`, so a
@@ -18,21 +26,29 @@ import os
 import time
 from collections.abc import Callable
 
-from keras_attn._validation import check_folder
+from keras_attn import distribute
+from keras_attn._deprecation import warn_deprecated
+from keras_attn._validation import check_folder, check_int
 from keras_attn.backend import KERAS_3, keras, tf
+from keras_attn.precision import check_model_policy, resolve_jit_compile
 
 __all__ = [
     "EpochFeed",
     "EpochTimer",
+    "FitOptions",
     "WarmUp",
     "build_training_state",
+    "check_callbacks",
     "check_static_input",
     "completed_epochs",
     "distribute_dataset",
     "epoch_batches",
     "feed_epochs",
     "fit_callbacks",
+    "fit_options",
     "numbers_only",
+    "readable_as_logs",
+    "seed_run",
     "steps_per_execution",
     "weights_checkpoint",
 ]
@@ -448,7 +464,7 @@ def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
     Returns:
         A list of callbacks.
     """
-    callbacks = list(callbacks or [])
+    callbacks = check_callbacks(callbacks)
     if checkpoint_dir is not None:
         check_folder("checkpoint_dir", checkpoint_dir)
         os.makedirs(checkpoint_dir, exist_ok=True)
@@ -465,6 +481,200 @@ def fit_callbacks(callbacks=None, backup_dir=None, checkpoint_dir=None) -> list:
         callbacks.append(keras.callbacks.BackupAndRestore(str(backup_dir)))
         callbacks.append(_EpochRecord(backup_dir))
     return callbacks
+
+
+class _LogsHistory(keras.callbacks.History):
+    """A `History` that also reads like its logs dict (`history["loss"]`), with a
+    `DeprecationWarning`: for a result whose `.history` was that dict."""
+
+    def _logs(self):
+        warn_deprecated(
+            f"Reading `{self._owner}` as a dict",
+            f"`{self._owner}.history` (`{self._owner}` is the Keras History)",
+            stacklevel=4,
+        )
+        return self.history
+
+    def __getitem__(self, key):
+        return self._logs()[key]
+
+    def __iter__(self):
+        return iter(self._logs())
+
+    def __len__(self):
+        return len(self._logs())
+
+    def __contains__(self, key):
+        return key in self._logs()
+
+    def keys(self):
+        return self._logs().keys()
+
+    def items(self):
+        return self._logs().items()
+
+    def values(self):
+        return self._logs().values()
+
+    def get(self, key, default=None):
+        return self._logs().get(key, default)
+
+
+def readable_as_logs(history, owner: str):
+    """`history` (a Keras `History`), sharing its state, that can also be read as
+    its logs dict for one release, warning that `owner` (e.g.
+    `"AoAReaderResult.history"`) is now the `History` itself."""
+    result = _LogsHistory.__new__(_LogsHistory)
+    result.__dict__ = history.__dict__
+    object.__setattr__(result, "_owner", owner)
+    return result
+
+
+def check_callbacks(callbacks) -> list:
+    """`callbacks` as a new list: None gives []; anything but a list or tuple of
+    `keras.callbacks.Callback`s raises (before any training)."""
+    if callbacks is None:
+        return []
+    if not isinstance(callbacks, (list, tuple)) or not all(
+        isinstance(c, keras.callbacks.Callback) for c in callbacks
+    ):
+        raise ValueError(
+            "`callbacks` must be a list of `keras.callbacks.Callback`s. Received: "
+            f"callbacks={callbacks!r}"
+        )
+    return list(callbacks)
+
+
+def _seed_generators(model) -> list:
+    """The Keras 3 `SeedGenerator`s of `model`'s layers (a `Dropout`'s), in layer
+    order; none under tf_keras, whose dropout draws from TensorFlow's seed."""
+    if not KERAS_3:
+        return []
+    return [
+        generator
+        for layer in model._flatten_layers(include_self=True, recursive=True)
+        for generator in getattr(layer, "_seed_generators", ())
+    ]
+
+
+class _EpochSeeds(keras.callbacks.Callback):
+    """Restarts the model's random-number generators at each epoch from
+    `(seed, epoch)`: an epoch's dropout masks depend on those two only, as its
+    data order does (`epoch_batches`), so a run resumed at epoch `e` draws what an
+    uninterrupted one drew (the generators' states are not in a backup)."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        self.seed = seed
+
+    def on_epoch_begin(self, epoch, logs=None):
+        generators = _seed_generators(self.model)
+        if not generators:
+            return
+        # One stream per generator.
+        streams = tf.random.stateless_uniform(
+            [len(generators)],
+            seed=[self.seed, epoch],
+            maxval=2**31 - 1,
+            dtype=tf.int64,
+        ).numpy()
+        for generator, stream in zip(generators, streams):
+            state = generator.state
+            state.assign(tf.constant([stream, 0], dtype=state.dtype))
+
+
+def seed_run(seed: int) -> keras.callbacks.Callback:
+    """Seeds a fit: two fits with one `seed` from the same weights end with the
+    same weights.
+
+    Sets Python's, NumPy's and TensorFlow's seeds
+    (`keras.utils.set_random_seed`; tf_keras' dropout draws from TensorFlow's)
+    and returns the callback for `fit` that restarts the model's own generators
+    (under Keras 3, a `Dropout`'s `SeedGenerator`, which every training call
+    advances) at each epoch from `(seed, epoch)`.
+
+    Args:
+        seed: int.
+
+    Returns:
+        A `keras.callbacks.Callback`.
+    """
+    check_int("seed", seed, minimum=0)
+    keras.utils.set_random_seed(seed)
+    return _EpochSeeds(seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class FitOptions:
+    """The common keywords of a fit helper, checked and resolved (`fit_options`)."""
+
+    #: The strategy the model was built under (the default one when none).
+    strategy: object
+    #: The model's policy, a `keras_attn.precision.POLICIES` name.
+    mixed_precision: str
+    #: What to compile with (`resolve_jit_compile`).
+    jit_compile: bool | None
+    #: Epochs a run with the same `backup_dir` finished before it stopped.
+    start_epoch: int
+    #: The user's callbacks, then `BackupAndRestore` and the checkpoints.
+    callbacks: list
+
+    def compile_options(self) -> dict:
+        """`compile`'s `jit_compile`, left out when None (Keras' own default)."""
+        if self.jit_compile is None:
+            return {}
+        return {"jit_compile": self.jit_compile}
+
+
+def fit_options(
+    model,
+    where: str,
+    strategy=None,
+    tpu: str | None = None,
+    backup_dir=None,
+    checkpoint_dir=None,
+    mixed_precision: str | None = None,
+    jit_compile: bool | str | None = False,
+    jit_default: bool | None = False,
+    callbacks=None,
+    seed: int | None = None,
+) -> FitOptions:
+    """Checks and resolves the keywords every `fit_*` helper takes, for a built
+    `model`, before anything is trained.
+
+    - `strategy` (a `tf.distribute.Strategy` or a `get_strategy` kind, with `tpu`
+      for "tpu") must be the one the model was built under
+      (`keras_attn.distribute.model_strategy`); None takes that one.
+    - `mixed_precision` must be the policy the model was built under
+      (`keras_attn.precision.check_model_policy`); None reads it.
+    - `jit_compile`: True, False, or "auto" / None, resolved by
+      `keras_attn.precision.resolve_jit_compile` with `jit_default`.
+    - `backup_dir` / `checkpoint_dir`: folders (`fit_callbacks`); the run resumes
+      at `completed_epochs(backup_dir)`.
+    - `callbacks`: a list of Keras callbacks (`check_callbacks`).
+    - `seed`: None, or an int seeding the run (`seed_run`; its callback comes
+      first).
+
+    Args:
+        model: the built model the helper trains.
+        where: the helper's name, for the errors.
+
+    Returns:
+        A `FitOptions`.
+    """
+    policy = check_model_policy(model, mixed_precision, where)
+    jit_compile = resolve_jit_compile(jit_compile, policy, default=jit_default)
+    strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
+    callbacks = fit_callbacks(callbacks, backup_dir, checkpoint_dir)
+    if seed is not None:
+        callbacks.insert(0, seed_run(seed))
+    return FitOptions(
+        strategy=strategy,
+        mixed_precision=policy,
+        jit_compile=jit_compile,
+        start_epoch=completed_epochs(backup_dir),
+        callbacks=callbacks,
+    )
 
 
 class _WeightsCheckpoint(keras.callbacks.Callback):

@@ -245,7 +245,7 @@ def test_fit_a_bert_reader_after_masked_lm_pretraining():
         )
         assert result.test_predictions.shape == (len(test),)
         assert 0 <= result.test_accuracy <= 1
-        assert np.isfinite(result.history["loss"]).all()
+        assert np.isfinite(result.history.history["loss"]).all()
     # A backbone too short for the questions is refused, not truncated silently.
     short = BertBackbone(len(tokenizer.vocabulary), sequence_length=8, hidden_dim=8)
     with pytest.raises(ValueError, match=r"sequence_length \(8 tokens\)"):

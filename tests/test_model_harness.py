@@ -7,7 +7,7 @@ saves, exports and compiles differently."""
 import numpy as np
 import pytest
 
-from keras_attn.backend import KERAS_3, keras
+from keras_attn.backend import keras
 from keras_attn.features import CategoricalFeature, NumericFeature, SequenceFeature
 from keras_attn.layers import PLE, AttentionSequencePooling, InteractingLayer
 from keras_attn.models import (
@@ -145,20 +145,10 @@ CASES = {
     "bert_classifier": _case(
         BertClassifier, lambda: BertClassifier(_bert(), 2, dropout=0.0), _pairs
     ),
-    # Its SavedModel is the next case, which fails under Keras 3 (see XFAIL).
+    # A subclassed model: exported with its serving_input_signature (int32 inputs
+    # by name; Keras 3 signed it float32 `args_0`, ... from its build shapes).
     "bert_pretrainer": _case(
-        BertPretrainer,
-        lambda: BertPretrainer(_bert()),
-        _pretraining_inputs,
-        run_saved_model=False,
-    ),
-    "bert_pretrainer_saved_model": _case(
-        BertPretrainer,
-        lambda: BertPretrainer(_bert()),
-        _pretraining_inputs,
-        run_saving=False,
-        run_mixed_precision=False,
-        run_xla=False,
+        BertPretrainer, lambda: BertPretrainer(_bert()), _pretraining_inputs
     ),
     "aoa": _case(
         AoAReader,
@@ -224,16 +214,8 @@ CASES = {
 }
 
 #: Cases that fail, and why: each is a finding to fix (strict: a fix must remove
-#: the entry).
-XFAIL = {
-    "bert_pretrainer_saved_model": (
-        KERAS_3,
-        "Keras 3 exports a subclassed model with a signature of float32 inputs "
-        "named args_0, args_0_1, args_0_2 (keras.src.export.export_utils: "
-        "_build_shapes_dict and model.input_dtype): the int32 token_ids, "
-        "segment_ids and masked_positions cannot be fed by name",
-    ),
-}
+#: the entry). Name -> (condition, reason).
+XFAIL = {}
 
 
 def _params():

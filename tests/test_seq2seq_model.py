@@ -44,11 +44,18 @@ def _inputs():
     "kwargs",
     [
         {"encoder": "bigru", "attention": "luong", "window": 2},
-        {"encoder": "transformer", "attention": "bahdanau", "cell": "lstm"},
+        {
+            "encoder": "transformer",
+            "attention": "bahdanau",
+            "cell": "lstm",
+            "source_vocabulary": build_character_vocabulary(["abcdef"]),
+            "target_vocabulary": build_character_vocabulary(["abcdefgh"]),
+        },
     ],
 )
 def test_model_outputs_and_keras_reload(kwargs):
     model = build_seq2seq(10, 12, units=8, embedding_dim=4, **kwargs)
+    assert (model.units, model.attention) == (8, kwargs["attention"])
     assert isinstance(model, Seq2Seq)
     out = model(_inputs())
     assert set(out) == {"logits"} and out["logits"].shape == (2, 3, 12)
@@ -63,6 +70,9 @@ def test_model_outputs_and_keras_reload(kwargs):
         reloaded = keras.models.load_model(path)
     assert isinstance(reloaded, Seq2Seq)
     assert reloaded.get_config() == model.get_config()
+    # The vocabularies come back with the model (None when it had none).
+    assert reloaded.source_vocabulary == kwargs.get("source_vocabulary")
+    assert reloaded.target_vocabulary == kwargs.get("target_vocabulary")
     np.testing.assert_allclose(
         reloaded(_inputs())["logits"].numpy(), out["logits"].numpy(), atol=1e-5
     )
@@ -93,13 +103,16 @@ def test_reversal_learned_and_served_from_raw_strings_without_keras():
     train, test = words(512), words(24)
     vocabulary = build_character_vocabulary(train)
     keras.utils.set_random_seed(0)
-    model = build_seq2seq(len(vocabulary), len(vocabulary), units=32, embedding_dim=16)
+    model = build_seq2seq(
+        source_vocabulary=vocabulary,
+        target_vocabulary=vocabulary,
+        units=32,
+        embedding_dim=16,
+    )
     history = fit_seq2seq(
         model,
         train,
         [w[::-1] for w in train],
-        vocabulary,
-        vocabulary,
         epochs=6,
         batch_size=32,
         learning_rate=1e-2,
@@ -107,14 +120,15 @@ def test_reversal_learned_and_served_from_raw_strings_without_keras():
     assert history.history["loss"][-1] < history.history["loss"][0] / 5
     with tempfile.TemporaryDirectory() as tmp:
         path = export_seq2seq(
-            model,
-            vocabulary,
-            vocabulary,
-            os.path.join(tmp, "reverse"),
-            max_length=6,
-            beam_width=2,
+            model, os.path.join(tmp, "reverse"), max_length=6, beam_width=2
         )
         got = call_in_tensorflow_only_process(path, {"text": np.array(test)})
+        # The old spelling, the vocabularies again: the same export, a warning.
+        with pytest.warns(DeprecationWarning, match="Passing the vocabularies"):
+            old = export_seq2seq(
+                model, vocabulary, vocabulary, os.path.join(tmp, "old"), max_length=6
+            )
+        assert os.path.isdir(old)
     decoded = [t.decode() for t in got["text"]]
     accuracy = np.mean([d == w[::-1] for d, w in zip(decoded, test)])
     assert accuracy >= 0.8, list(zip(test, decoded))

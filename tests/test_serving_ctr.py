@@ -1,6 +1,8 @@
 """Export of a CTR model for TF Serving, reloaded in a TensorFlow-only process."""
 
+import collections
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from keras_attn.backend import tf
 from keras_attn.datasets import census_features, census_tasks, load_census_sample
-from keras_attn.features import features_from_json, to_dataset
+from keras_attn.features import features_from_json, infer_features, to_dataset
 from keras_attn.models import build_ctr_model
 from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export, latest_version, read_features_json
@@ -148,3 +150,67 @@ def test_export_of_the_raw_inputs_keeps_their_dtypes(tmp_path):
     assert {k: v.dtype for k, v in args.items()} == {"c": tf.string, "x": tf.float32}
     out = fn(c=tf.constant(["a", "never"]), x=tf.constant([1.0, np.nan]))
     assert list(out) == ["y"] and np.isfinite(out["y"].numpy()).all()
+
+
+def _request_ops(path) -> collections.Counter:
+    """The ops a request runs through `serving_default`: the nodes of its graph and
+    of the functions it calls, constants and function arguments left out."""
+    graph = tf.saved_model.load(str(path)).signatures["serving_default"].graph
+    graph_def = graph.as_graph_def()
+    library = {f.signature.name: f for f in graph_def.library.function}
+    ops = collections.Counter()
+
+    def walk(nodes):
+        for node in nodes:
+            called = node.attr["f"].func.name if "f" in node.attr else node.op
+            if called in library:
+                walk(library[called].node_def)
+            elif node.op not in ("Const", "Placeholder", "NoOp"):
+                ops[node.op] += 1
+
+    walk(graph_def.node)
+    return ops
+
+
+def test_request_ops_do_not_grow_with_numeric_columns_or_inputs(tmp_path):
+    # At batch 1 a request's time is mostly per-op overhead: the numeric
+    # preprocessing and the batch-size check run the same ops for 2 numeric
+    # columns as for 8 (issue 31: one op per column each, before).
+    rng = np.random.default_rng(0)
+    counts = {}
+    for width in (2, 8):
+        df = pd.DataFrame({f"x{j}": rng.normal(size=64) for j in range(width)})
+        df["city"] = rng.choice(["a", "b"], 64)
+        df["click"] = rng.integers(0, 2, 64)
+        specs = infer_features(df, labels=["click"])
+        model = build_ctr_model(specs, ["click"], embedding_dim=4)
+        counts[width] = _request_ops(export(model, tmp_path / f"w{width}"))
+    assert counts[2] == counts[8], counts
+
+
+@pytest.mark.generation_specific
+def test_export_folds_the_core_weights_into_constants(
+    trained, tmp_path, monkeypatch, caplog
+):
+    # serving_default reads no variable: TF Serving's optimizer folds the weight
+    # work at load (issue 31); explain keeps reading the variables. A model over
+    # the size limit serves its variables. Both give the model's outputs.
+    export_module = sys.modules["keras_attn.serving.export"]  # the function shadows it
+    model, specs, df = trained
+    batch = next(iter(to_dataset(_raw_rows(df), specs, batch_size=3)))
+    expected = {k: v.numpy() for k, v in model(batch).items()}
+    with caplog.at_level(logging.INFO, logger="tensorflow"):
+        folded = export(model, tmp_path / "folded", explain=True)
+    # The folding pass warned of each lookup table's initializer: it is quiet.
+    assert [r.getMessage() for r in caplog.records] == []
+    monkeypatch.setattr(export_module, "FOLD_LIMIT", 0)
+    plain = export(model, tmp_path / "plain")
+    assert _request_ops(folded)["ReadVariableOp"] == 0
+    assert _request_ops(plain)["ReadVariableOp"] > 0
+    for path in (folded, plain):
+        served = tf.saved_model.load(str(path)).signatures["serving_default"](**batch)
+        for name, value in expected.items():
+            np.testing.assert_allclose(served[name].numpy(), value, atol=1e-6)
+    explain = tf.saved_model.load(str(folded)).signatures["explain"](**batch)
+    for name, value in expected.items():
+        np.testing.assert_allclose(explain[name].numpy(), value, atol=1e-6)

@@ -69,6 +69,39 @@ def test_min_count_is_one_check_everywhere():
             build(["a b"], min_count=True)
 
 
+@pytest.mark.parametrize(
+    "module, function, kwargs, message",
+    [
+        (
+            "keras_attn.serving",
+            "predict_file",
+            dict(model="m", data="d.csv", batch_size=0),
+            "`batch_size` must be a positive integer. Received: batch_size=0",
+        ),
+        (
+            "keras_attn.cluster",
+            "fit_with_coordinator",
+            dict(
+                model=None, loss_fn=None, dataset_fn=None, coordinator=None, steps=True
+            ),
+            "`steps` must be a positive integer. Received: steps=True",
+        ),
+        (
+            "keras_attn._publish",
+            "check_export_target",
+            dict(base_dir="x", version=1.0),
+            r"`version` must be a non-negative integer or None. Received: version=1\.0",
+        ),
+    ],
+)
+def test_int_arguments_go_through_the_shared_check(module, function, kwargs, message):
+    # Each was a hand-written check in its module; now _validation's, one message form.
+    import importlib
+
+    with pytest.raises(ValueError, match=message):
+        getattr(importlib.import_module(module), function)(**kwargs)
+
+
 # --------------------------------------------------------- ranks and batch sizes
 
 

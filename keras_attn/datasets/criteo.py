@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from keras_attn._validation import check_positive_int
 from keras_attn.features.specs import CategoricalFeature, fit_features
 
 __all__ = [
@@ -123,12 +124,7 @@ def load_criteo(path: str | Path, nrows: int | None = None) -> pd.DataFrame:
         raise ValueError(
             f"`path` must be an existing raw Criteo file. Received: path={str(path)!r}"
         )
-    if nrows is not None and (
-        isinstance(nrows, bool) or not isinstance(nrows, int) or nrows < 1
-    ):
-        raise ValueError(
-            f"`nrows` must be a positive integer or None. Received: nrows={nrows!r}"
-        )
+    check_positive_int("nrows", nrows, allow_none=True)
     rows = _read_lines(path, nrows)
     table = np.asarray(rows, dtype=object).reshape(-1, len(CRITEO_COLUMNS))
     df = pd.DataFrame(table, columns=list(CRITEO_COLUMNS))

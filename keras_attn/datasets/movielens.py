@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from keras_attn._validation import check_int, check_positive_int
 from keras_attn.features.specs import (
     CategoricalFeature,
     NumericFeature,
@@ -102,18 +103,27 @@ def _paths(path_or_dir) -> tuple[Path, Path, Path]:
     return ratings, items, users
 
 
-def _check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
-        )
+def _read_ratings(path: Path) -> pd.DataFrame:
+    """The ratings file (`u.data`'s layout: user, item, rating, unix time, tab
+    separated, gzip allowed) as int64 columns `user_id`, `item_id`, `rating`,
+    `timestamp`."""
+    return pd.read_csv(
+        path,
+        sep="\t",
+        header=None,
+        names=["user_id", "item_id", "rating", "timestamp"],
+        dtype="int64",
+    )
 
 
-def _read_items(path: Path) -> pd.DataFrame:
-    # u.item is Latin-1 and pipe-separated: id, title, date, video date, URL, then
-    # one 0/1 flag per genre.
+def _read_item_file(path: Path) -> pd.DataFrame:
+    """`u.item` as it is, one row per item in file order: `item_id`, `title`,
+    `release`, `video_release`, `url`, then one 0/1 column per genre of
+    `MOVIELENS_GENRES`. The one reader of the file (`load_movielens_sequences`
+    reads it here too)."""
+    # Latin-1 and pipe-separated.
     columns = ["item_id", "title", "release", "video_release", "url"]
-    items = pd.read_csv(
+    return pd.read_csv(
         path,
         sep="|",
         header=None,
@@ -121,6 +131,10 @@ def _read_items(path: Path) -> pd.DataFrame:
         encoding="latin-1",
         dtype={"item_id": "int64"},
     )
+
+
+def _read_items(path: Path) -> pd.DataFrame:
+    items = _read_item_file(path)
     flags = items[list(MOVIELENS_GENRES)].to_numpy(dtype=bool)
     names = np.asarray(MOVIELENS_GENRES)
     genres = [_GENRE_JOINER.join(names[row]) or "unknown" for row in flags]
@@ -202,17 +216,11 @@ def load_movielens_din(
     >>> data = load_movielens_din("../shared/data/movielens_100k")  # doctest: +SKIP
     >>> specs = movielens_din_features(data.train)  # doctest: +SKIP
     """
-    _check_count("history_length", history_length, 1)
-    _check_count("test_ratings", test_ratings, 1)
-    _check_count("validation_ratings", validation_ratings, 0)
+    check_positive_int("history_length", history_length)
+    check_positive_int("test_ratings", test_ratings)
+    check_int("validation_ratings", validation_ratings, minimum=0)
     ratings_path, items_path, users_path = _paths(path_or_dir)
-    ratings = pd.read_csv(
-        ratings_path,
-        sep="\t",
-        header=None,
-        names=["user_id", "item_id", "rating", "timestamp"],
-        dtype="int64",
-    )
+    ratings = _read_ratings(ratings_path)
     items = _read_items(items_path)
     users = _read_users(users_path)
     unknown = sorted(set(ratings["user_id"]) - set(users["user_id"]))

@@ -26,7 +26,12 @@ import numpy as np
 import pandas as pd
 
 from keras_attn._validation import check_int, check_positive_int
-from keras_attn.datasets.movielens import MOVIELENS_GENRES, _paths
+from keras_attn.datasets.movielens import (
+    MOVIELENS_GENRES,
+    _paths,
+    _read_item_file,
+    _read_ratings,
+)
 
 __all__ = [
     "MovieLensSequences",
@@ -119,15 +124,7 @@ class MovieLensSequences(NamedTuple):
 
 
 def _read_items(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    columns = ["item_id", "title", "release", "video_release", "url"]
-    raw = pd.read_csv(
-        path,
-        sep="|",
-        header=None,
-        names=columns + list(MOVIELENS_GENRES),
-        encoding="latin-1",
-        dtype={"item_id": "int64"},
-    )
+    raw = _read_item_file(path)
     flags = raw[list(MOVIELENS_GENRES)].to_numpy(dtype="float32")
     names = np.asarray(MOVIELENS_GENRES)
     items = pd.DataFrame(
@@ -186,13 +183,9 @@ def load_movielens_sequences(
     check_int("validation_ratings", validation_ratings, minimum=0)
     check_int("min_history", min_history, minimum=0)
     ratings_path, items_path, _ = _paths(path_or_dir)
-    ratings = pd.read_csv(
-        ratings_path,
-        sep="\t",
-        header=None,
-        names=["user_id", "item_id", "rating", "timestamp"],
-        dtype="int64",
-    ).sort_values(["user_id", "timestamp", "item_id"], kind="stable")
+    ratings = _read_ratings(ratings_path).sort_values(
+        ["user_id", "timestamp", "item_id"], kind="stable"
+    )
     items, item_genres = _read_items(items_path)
     index_of = pd.Series(items.index.to_numpy(), index=items["item_id"].to_numpy())
     unknown = sorted(set(ratings["item_id"]) - set(index_of.index))

@@ -100,38 +100,32 @@ class NumericPreprocessing(Layer):
     def call(self, inputs):
         if not isinstance(inputs, (list, tuple)):
             inputs = [inputs]  # tf_keras unwraps a one-element list on reload
-        columns = []
-        flags = []
-        for x, mean, std, log, flag, mode, column in zip(
-            inputs,
-            self.means,
-            self.stds,
-            self.logs,
-            self.indicators,
-            self.non_finite,
-            self.columns,
-        ):
-            x = tf.reshape(tf.cast(x, tf.float32), [-1])
-            nan = tf.math.is_nan(x)
-            if log:
-                x = tf.sign(x) * tf.math.log1p(tf.abs(x))
-            z = (x - mean) / std
-            # NaN compares False, so `finite` is False for NaN, inf and overflow.
-            finite = (tf.abs(x) <= NON_FINITE_LIMIT) & (tf.abs(z) <= NON_FINITE_LIMIT)
+        # All columns at once, (batch, columns): a request runs a dozen ops in all
+        # instead of a dozen per column (at batch 1 the graph's time is mostly
+        # per-op overhead). Each column gets the same float32 operations as alone.
+        x = _stack_columns(inputs, tf.float32)
+        nan = tf.math.is_nan(x)
+        if any(self.logs):
+            logged = tf.sign(x) * tf.math.log1p(tf.abs(x))
+            x = logged if all(self.logs) else tf.where(self.logs, logged, x)
+        z = (x - self.means) / self.stds
+        # NaN compares False, so `finite` is False for NaN, inf and overflow.
+        finite = (tf.abs(x) <= NON_FINITE_LIMIT) & (tf.abs(z) <= NON_FINITE_LIMIT)
+        for j, mode in enumerate(self.non_finite):
             if mode == "error":
                 tf.debugging.Assert(
-                    tf.reduce_all(finite | nan),
+                    tf.reduce_all(finite[:, j] | nan[:, j]),
                     [
-                        f"Numeric feature {column!r} (non_finite='error') got a "
-                        "non-finite value (inf or beyond 1e19)"
+                        f"Numeric feature {self.columns[j]!r} (non_finite='error') "
+                        "got a non-finite value (inf or beyond 1e19)"
                     ],
                 )
-            missing = ~finite
-            x = tf.where(missing, tf.zeros_like(z), z)
-            columns.append(x)
-            if flag:
-                flags.append(tf.cast(missing, tf.float32))
-        out = tf.stack(columns + flags, axis=1)  # (batch, columns + indicators)
+        missing = ~finite
+        out = tf.where(missing, tf.zeros_like(z), z)
+        flagged = [j for j, flag in enumerate(self.indicators) if flag]
+        if flagged:
+            flags = tf.cast(tf.gather(missing, flagged, axis=1), tf.float32)
+            out = tf.concat([out, flags], axis=1)  # (batch, columns + indicators)
         if self.compute_dtype == "float16":
             out = tf.clip_by_value(out, -65504.0, 65504.0)  # float16's largest
         return tf.cast(out, self.compute_dtype)
@@ -255,11 +249,7 @@ class StackColumns(Layer):
     def call(self, inputs):
         if not isinstance(inputs, (list, tuple)):
             inputs = [inputs]  # tf_keras unwraps a one-element list on reload
-        parts = []
-        for x in inputs:
-            x = tf.cast(x, self.output_dtype)
-            parts.append(tf.reshape(x, [tf.shape(x)[0], -1]))
-        return tf.concat(parts, axis=1)
+        return _stack_columns(inputs, self.output_dtype)
 
     def compute_output_shape(self, input_shape):
         if not isinstance(input_shape[0], (list, tuple)):
@@ -278,6 +268,22 @@ class StackColumns(Layer):
 
     def get_config(self):
         return {**super().get_config(), "output_dtype": self.output_dtype}
+
+
+def _stack_columns(columns, dtype):
+    """`(batch,)` or `(batch, k)` columns side by side: `(batch, total)` of `dtype`.
+
+    Columns of rank 1 and one dtype (a CTR model's raw numbers, its lookups' ids)
+    go through one stack and one cast; others are each cast and reshaped.
+    """
+    columns = [tf.convert_to_tensor(c) for c in columns]
+    if all(c.shape.rank == 1 for c in columns) and len({c.dtype for c in columns}) == 1:
+        return tf.cast(tf.stack(columns, axis=1), dtype)
+    parts = []
+    for x in columns:
+        x = tf.cast(x, dtype)
+        parts.append(tf.reshape(x, [tf.shape(x)[0], -1]))
+    return tf.concat(parts, axis=1)
 
 
 def categorical_lookup(spec, name=None):
@@ -337,7 +343,7 @@ def build_preprocessing(features, inputs):
     numeric = [f for f in features if f.kind == "numeric"]
     sequences = [f for f in features if f.kind == "sequence"]
     lookups = {f.name: categorical_lookup(f) for f in categorical}
-    ids = {f.name: lookups[f.name](inputs[f.name]) for f in categorical}
+    ids = {name: lookup(inputs[name]) for name, lookup in lookups.items()}
     out = {"lookups": lookups, "ids": ids}
     out["numeric"] = None
     if numeric:

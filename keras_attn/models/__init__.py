@@ -70,6 +70,13 @@ from keras_attn.models.text_classifier import (
     corpus_limits,
     fit_text_classifier,
 )
+from keras_attn.models.text_preprocessor import (
+    BertTextPreprocessor,
+    HANTextPreprocessor,
+    TextPreprocessor,
+    TransformerTextPreprocessor,
+    text_preprocessor,
+)
 from keras_attn.models.transformer_classifier import (
     TransformerClassifier,
     build_transformer_classifier,
@@ -83,8 +90,10 @@ __all__ = [
     "BertClozeReader",
     "BertPreprocessor",
     "BertPretrainer",
+    "BertTextPreprocessor",
     "CTRModel",
     "HANClassifier",
+    "HANTextPreprocessor",
     "HistoryEncoder",
     "ItemEncoder",
     "MULTITASK",
@@ -95,7 +104,9 @@ __all__ = [
     "SequentialRetrieval",
     "Task",
     "TextClassifier",
+    "TextPreprocessor",
     "TransformerClassifier",
+    "TransformerTextPreprocessor",
     "bert_checkpoint_map",
     "build_aoa_reader",
     "build_bert",
@@ -126,6 +137,7 @@ __all__ = [
     "most_popular_scores",
     "pack_histories",
     "split_ctr_model",
+    "text_preprocessor",
     "top_k_metrics",
     "wide_layer",
 ]

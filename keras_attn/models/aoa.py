@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from keras_attn._validation import check_choice, check_positive_int, check_rate
+from keras_attn import distribute, training
+from keras_attn._validation import (
+    check_choice,
+    check_positive_int,
+    check_rate,
+)
 from keras_attn.backend import keras, register, tf
 from keras_attn.layers.aoa import (
     AttentionOverAttention,
@@ -27,6 +32,7 @@ from keras_attn.models.base import (
     output_tensors,
 )
 from keras_attn.models.bert import check_backbone
+from keras_attn.precision import check_mixed_precision, policy_scope
 from keras_attn.text.cloze import (
     ClozeQuestion,
     cloze_accuracy,
@@ -390,7 +396,13 @@ def candidate_crossentropy(y_true, y_pred):
 
 @dataclass
 class AoAReaderResult:
-    """A trained AoA reader and its test accuracy beside the two baselines."""
+    """A trained cloze reader and its test accuracy beside the two baselines.
+
+    Like every `fit_*` helper's result it has the fit's Keras `History` as
+    `.history` (its logs are `.history.history`; reading `.history` itself as
+    that dict still works for one release, with a warning) and the model as
+    `.model`.
+    """
 
     model: object
     vocabulary: list[str]
@@ -400,7 +412,7 @@ class AoAReaderResult:
     train_questions: int
     test_questions: int
     test_predictions: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
-    history: dict = field(default_factory=dict)
+    history: object = None
     seconds: float = 0.0
 
     def summary(self) -> dict:
@@ -415,7 +427,9 @@ def _dataset(features, answers, batch_size, shuffle, seed, trim=True):
     """Batches of questions of similar document length, trimmed to the longest
     real document and query of the batch rounded up to a multiple of 32 (the GRUs
     run fewer steps, and the few distinct shapes keep retracing rare); untrimmed
-    with `trim=False` (a `BertClozeReader` takes its fixed length)."""
+    with `trim=False` (a `BertClozeReader` takes its fixed length). `shuffle`:
+    None for one epoch in order, or `(start_epoch, epochs)` for those epochs'
+    orders one after the other (`_epoch_orders`)."""
     order = np.argsort((features["document_ids"] != 0).sum(axis=1), kind="stable")
     x = {k: v[order] for k, v in features.items()}
     ds = tf.data.Dataset.from_tensor_slices((x, answers[order])).batch(batch_size)
@@ -435,8 +449,26 @@ def _dataset(features, answers, batch_size, shuffle, seed, trim=True):
 
     ds = ds.map(trimmed).cache()
     if shuffle:
-        ds = ds.shuffle(len(answers) // batch_size + 1, seed=seed)
+        ds = _epoch_orders(ds, -(-len(answers) // batch_size), *shuffle, seed)
     return ds.prefetch(tf.data.AUTOTUNE), order
+
+
+def _epoch_orders(batches, num_batches, start_epoch, epochs, seed):
+    """Epochs `start_epoch .. epochs - 1` of `batches`, epoch `e` in an order drawn
+    from `(seed, e)` only: a run resumed at an epoch sees the batches an
+    uninterrupted one saw."""
+    orders = [
+        batches.shuffle(
+            num_batches,
+            seed=int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]),
+            reshuffle_each_iteration=False,
+        )
+        for epoch in range(start_epoch, epochs)
+    ]
+    ds = orders[0]
+    for order in orders[1:]:
+        ds = ds.concatenate(order)
+    return ds
 
 
 def _check_lengths(questions, length, name):
@@ -465,32 +497,62 @@ def fit_aoa_reader(
     verbose: int = 0,
     head: str = "aoa",
     model=None,
+    callbacks=None,
+    jit_compile: bool | str | None = "auto",
+    strategy=None,
+    tpu: str | None = None,
+    backup_dir=None,
+    checkpoint_dir=None,
+    mixed_precision: str | None = None,
 ) -> AoAReaderResult:
     """Trains a cloze reader on cloze questions and reports test accuracy.
 
     The reader is `model` when given (an `AoAReader` or a `BertClozeReader`, e.g.
     on a pretrained backbone), otherwise a new `AoAReader` of `embedding_dim`,
-    `units`, `dropout` and `head`. The loss is `candidate_crossentropy` on the
-    `probabilities` output (Adam, gradient norm clipped at `clipnorm` as in Cui et
-    al. 2017). The reader predicts the candidate with the most attention mass; its
-    test accuracy is reported beside the most-frequent-candidate baseline and
-    chance on the same questions.
+    `units`, `dropout` and `head`, built under `strategy` and `mixed_precision`.
+    The loss is `candidate_crossentropy` on the `probabilities` output (Adam,
+    gradient norm clipped at `clipnorm` as in Cui et al. 2017). The reader
+    predicts the candidate with the most attention mass; its test accuracy is
+    reported beside the most-frequent-candidate baseline and chance on the same
+    questions.
 
     Args:
         train_questions, test_questions: lists of `ClozeQuestion` (make the test
             questions from held-out documents, with `vocabulary=vocabulary`).
         vocabulary: list of str from `build_cloze_vocabulary` on training documents.
-        epochs, batch_size, learning_rate, clipnorm: training settings.
+        epochs, batch_size, learning_rate, clipnorm: training settings
+            (`batch_size` is the global batch under a strategy).
         embedding_dim, units, dropout, head: passed to `build_aoa_reader` (unused
             with `model`).
-        seed: int. Random seed. Defaults to 0.
+        seed: int. The initial weights of a reader built here, each epoch's order
+            of the batches (drawn from `(seed, epoch)`) and the dropout
+            (`keras_attn.training.seed_run`). Defaults to 0.
         verbose: Keras verbosity. Defaults to 0.
         model: optional reader to train. A `BertClozeReader` reads documents and
             queries padded to its backbone's `sequence_length`; a longer one raises
-            ValueError. Defaults to None.
+            ValueError. Build it inside `strategy.scope()` (and the policy's
+            scope) to train it under them. Defaults to None.
+        callbacks: optional list of Keras callbacks for `fit`.
+        jit_compile: bool, or "auto" / None: Keras' own default (XLA where the
+            model supports it under Keras 3; one program per trimmed batch shape),
+            except for a bfloat16 model on a CPU (see `keras_attn.precision`).
+            Defaults to "auto".
+        strategy: a `tf.distribute.Strategy` or a `get_strategy` kind. A reader
+            built here is built inside its scope; a given `model` must have been.
+            None: the model's (the default strategy for one built here).
+        tpu: str. TPU name for `strategy="tpu"`.
+        backup_dir: str. `BackupAndRestore` directory: a run stopped and started
+            again with the same arguments resumes after its last finished epoch,
+            with that epoch's order of the batches.
+        checkpoint_dir: str. The weights after each epoch go to
+            `checkpoint_dir/epoch_NNN.weights.h5`.
+        mixed_precision: str or None. The policy a reader built here is built
+            under ("float32", "mixed_bfloat16", "mixed_float16"; the scores stay
+            float32); a given `model` must have been built under it. None:
+            float32, or the given model's. Defaults to None.
 
     Returns:
-        An `AoAReaderResult`.
+        An `AoAReaderResult` (`.history` the Keras `History`, `.model` the reader).
     """
     check_positive_int("epochs", epochs)
     check_positive_int("batch_size", batch_size)
@@ -499,7 +561,10 @@ def fit_aoa_reader(
             "`model` must be an AoAReader or a BertClozeReader. Received: "
             f"model={type(model).__name__}"
         )
-    keras.utils.set_random_seed(seed)
+    if mixed_precision is not None:
+        check_mixed_precision(mixed_precision)
+    # Seeded before the reader is built: its initial weights too.
+    epoch_seeds = training.seed_run(seed)
     start = time.perf_counter()
     vocabulary = list(vocabulary)
     length = None
@@ -507,22 +572,50 @@ def fit_aoa_reader(
         length = model.backbone.sequence_length
         _check_lengths(train_questions, length, "train_questions")
         _check_lengths(test_questions, length, "test_questions")
+    # Resolved once: a "tpu" kind connects to the TPU.
+    strategy = distribute.as_strategy(strategy, tpu)
+    if model is None:
+        with (
+            (strategy or tf.distribute.get_strategy()).scope(),
+            policy_scope(mixed_precision or "float32"),
+        ):
+            model = build_aoa_reader(
+                len(vocabulary),
+                embedding_dim=embedding_dim,
+                units=units,
+                dropout=dropout,
+                head=head,
+            )
+    options = training.fit_options(
+        model,
+        "fit_aoa_reader",
+        strategy=strategy,
+        backup_dir=backup_dir,
+        checkpoint_dir=checkpoint_dir,
+        mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
+        jit_default=None,
+        callbacks=callbacks,
+    )
     train_x, train_y = encode_cloze(train_questions, vocabulary, length, length)
     test_x, test_y = encode_cloze(test_questions, vocabulary, length, length)
     trim = length is None
-    train_ds, _ = _dataset(train_x, train_y, batch_size, True, seed, trim)
-    test_ds, test_order = _dataset(test_x, test_y, batch_size, False, seed, trim)
-    if model is None:
-        model = build_aoa_reader(
-            len(vocabulary),
-            embedding_dim=embedding_dim,
-            units=units,
-            dropout=dropout,
-            head=head,
+    epoch_range = (options.start_epoch, max(epochs, options.start_epoch + 1))
+    train_ds, _ = _dataset(train_x, train_y, batch_size, epoch_range, seed, trim)
+    test_ds, test_order = _dataset(test_x, test_y, batch_size, None, seed, trim)
+    with options.strategy.scope():
+        model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate, clipnorm=clipnorm),
+            loss={"probabilities": candidate_crossentropy},
+            **options.compile_options(),
         )
-    optimizer = keras.optimizers.Adam(learning_rate, clipnorm=clipnorm)
-    model.compile(optimizer=optimizer, loss={"probabilities": candidate_crossentropy})
-    history = model.fit(train_ds, epochs=epochs, verbose=verbose)
+    history = model.fit(
+        train_ds,
+        epochs=epochs,
+        steps_per_epoch=-(-len(train_y) // batch_size),
+        verbose=verbose,
+        callbacks=[epoch_seeds, *options.callbacks],
+    )
     probabilities = model.predict(test_ds.map(lambda x, y: x), verbose=0)[
         "probabilities"
     ]
@@ -539,7 +632,7 @@ def fit_aoa_reader(
         train_questions=len(train_questions),
         test_questions=len(test_questions),
         test_predictions=predictions,
-        history=dict(history.history),
+        history=training.readable_as_logs(history, "AoAReaderResult.history"),
         seconds=time.perf_counter() - start,
     )
 

@@ -25,12 +25,11 @@ Inputs and targets are those of `keras_attn.text.pretraining_dataset`.
 
 from __future__ import annotations
 
-from keras_attn import distribute, training
+from keras_attn import training
 from keras_attn._validation import check_finite
 from keras_attn.backend import ReplicaBuild, keras, register, tf
 from keras_attn.layers.embedding import FactorizedEmbedding
 from keras_attn.models.bert import check_backbone
-from keras_attn.precision import check_model_policy, resolve_jit_compile
 
 __all__ = [
     "BertPretrainer",
@@ -204,6 +203,24 @@ class BertPretrainer(ReplicaBuild, keras.Model):
     def build(self, inputs_shape=None):
         self.built = True
 
+    def serving_input_signature(self) -> dict:
+        """The inputs by name as `tf.TensorSpec`s, for a SavedModel export
+        (`keras_attn.backend.export_saved_model`): int32 `token_ids` and
+        `segment_ids` `(batch, sequence_length)`, `masked_positions` `(batch,
+        max_predictions)`. A subclassed model has no `keras.Input`s, and Keras 3
+        would otherwise sign it from its build shapes, float32 and named `args_0`.
+        """
+        length = self.encoder.sequence_length
+        shapes = {
+            "token_ids": (None, length),
+            "segment_ids": (None, length),
+            "masked_positions": (None, None),
+        }
+        return {
+            name: tf.TensorSpec(shape, tf.int32, name=name)
+            for name, shape in shapes.items()
+        }
+
     def token_embeddings(self):
         """The tied `(vocabulary_size, width)` embedding variable of the encoder."""
         return self.encoder.token_embedding.embeddings
@@ -328,6 +345,7 @@ def fit_bert_pretrainer(
     callbacks=None,
     verbose=0,
     mixed_precision: str | None = None,
+    seed: int | None = None,
 ):
     """Trains a `BertPretrainer` (compiled here unless it already is).
 
@@ -369,17 +387,32 @@ def fit_bert_pretrainer(
             `keras_attn.precision.policy_scope("mixed_bfloat16")`); a built model
             cannot change it, so a different value raises. None reads it from
             the model. It picks the "auto" `jit_compile`. Defaults to None.
+        seed: int or None. Seeds the run's dropout (`keras_attn.training.seed_run`):
+            two fits with one seed from the same weights and data end with the
+            same weights (the data's order is the pipeline's own). None leaves
+            the random state as it is. Defaults to None.
 
     Returns:
-        The `History` of `fit`.
+        The `History` of `fit` (`history.model` is `model`).
     """
     if not isinstance(model, BertPretrainer):
         raise ValueError(
             f"`model` must be a BertPretrainer. Received: model={type(model).__name__}"
         )
-    policy = check_model_policy(model, mixed_precision, "fit_bert_pretrainer")
-    jit_compile = resolve_jit_compile(jit_compile, policy, default=True)
-    strategy = distribute.model_strategy(model, distribute.as_strategy(strategy, tpu))
+    options = training.fit_options(
+        model,
+        "fit_bert_pretrainer",
+        strategy=strategy,
+        tpu=tpu,
+        backup_dir=backup_dir,
+        checkpoint_dir=checkpoint_dir,
+        mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
+        jit_default=True,
+        callbacks=callbacks,
+        seed=seed,
+    )
+    strategy = options.strategy
     if callable(data) and not isinstance(data, tf.data.Dataset):
         if batch_size is None:
             raise ValueError(
@@ -396,7 +429,7 @@ def fit_bert_pretrainer(
                 model,
                 learning_rate=learning_rate,
                 nsp_weight=nsp_weight,
-                jit_compile=jit_compile,
+                jit_compile=options.jit_compile,
                 steps_per_execution=training.steps_per_execution(
                     strategy, steps_per_execution, steps_per_epoch
                 ),
@@ -406,7 +439,7 @@ def fit_bert_pretrainer(
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
         validation_data=validation_data,
-        callbacks=training.fit_callbacks(callbacks, backup_dir, checkpoint_dir),
+        callbacks=options.callbacks,
         shuffle=False,  # the pipeline shuffles (Keras 3 warns otherwise)
         verbose=verbose,
     )

@@ -1196,7 +1196,7 @@ def fit_ctr_model(
 
     Returns:
         The `History` of the core's `fit` (its logs are keyed by task name as the
-        model's would be).
+        model's would be; `history.model` is `model`).
 
     Example:
 
@@ -1335,4 +1335,7 @@ def fit_ctr_model(
     )
     with strategy.scope():
         _compile_for_tasks(model, tasks, optimizer=core.optimizer)
+    # The model trained, as every fit helper's History has (the core's fit set its
+    # own: the part of `model` that holds the weights).
+    history.set_model(model)
     return history

@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from keras_attn import training
 from keras_attn._deprecation import moved
 from keras_attn._validation import (
     check_at_most,
@@ -625,18 +626,28 @@ def fit_retrieval_model(
     seed: int = 0,
     callbacks=None,
     verbose="auto",
+    jit_compile: bool | str | None = "auto",
+    strategy=None,
+    tpu: str | None = None,
+    backup_dir=None,
+    checkpoint_dir=None,
+    mixed_precision: str | None = None,
 ):
     """Trains a `SequentialRetrieval` on (history, next item) examples.
 
     The examples are shuffled each epoch and batched (the last, smaller batch is
-    dropped: every in-batch softmax has `batch_size` candidates); Adam.
+    dropped: every in-batch softmax has `batch_size` candidates); Adam. Epoch `e`
+    visits them in the order `keras_attn.training.epoch_batches` gives for
+    `(seed, e)`, so a run resumed from `backup_dir` sees the batches an
+    uninterrupted run saw.
 
     Args:
         model: a `SequentialRetrieval`.
         train: `SequenceExamples` or a dict with `history` `(n, history_length)`
             and `item` `(n,)`.
         epochs: int. Defaults to 10.
-        batch_size: int. Examples (and candidates) per batch. Defaults to 256.
+        batch_size: int. Examples (and candidates) per batch, the global batch
+            under a strategy. Defaults to 256.
         learning_rate: float. Adam's. Defaults to 1e-3.
         sampling_correction: bool. Correct the in-batch softmax for popular items
             appearing more often as negatives: each candidate's logit minus the
@@ -646,13 +657,30 @@ def fit_retrieval_model(
             with it (benchmarks/RESULTS.md, bench_retrieval_select). Defaults to
             True.
         validation: optional examples like `train`: their loss after each epoch.
-        seed: int. Shuffle seed. Defaults to 0.
+        seed: int. The data order, and the run's dropout
+            (`keras_attn.training.seed_run`). Defaults to 0.
         callbacks: list of Keras callbacks.
         verbose: Keras' `fit` verbosity (2: one line per epoch). Defaults to
             "auto".
+        jit_compile: bool, or "auto" / None: Keras' own default (XLA where the
+            model supports it under Keras 3), except for a bfloat16 model on a CPU
+            (see `keras_attn.precision`). Defaults to "auto".
+        strategy: a `tf.distribute.Strategy` or a `get_strategy` kind; the model
+            must have been built inside its `scope()`. None trains under the
+            strategy the model was built under. Each replica's in-batch softmax
+            then has its share of the batch as candidates.
+        tpu: str. TPU name for `strategy="tpu"`.
+        backup_dir: str. `BackupAndRestore` directory: a run stopped and started
+            again with the same arguments resumes after its last finished epoch,
+            with that epoch's data order.
+        checkpoint_dir: str. The weights after each epoch go to
+            `checkpoint_dir/epoch_NNN.weights.h5`.
+        mixed_precision: str or None. The policy the model was built under (build
+            the towers inside `keras_attn.precision.policy_scope(...)`); a
+            different value raises. None reads it from the model. Defaults to None.
 
     Returns:
-        The Keras `History`.
+        The Keras `History` (`history.model` is `model`).
     """
     check_positive_int("epochs", epochs)
     check_positive_int("batch_size", batch_size)
@@ -660,30 +688,57 @@ def fit_retrieval_model(
     features = _features(train, model.history_length)
     n = len(features["item"])
     check_at_most("batch_size", batch_size, n, "the number of training examples")
+    options = training.fit_options(
+        model,
+        "fit_retrieval_model",
+        strategy=strategy,
+        tpu=tpu,
+        backup_dir=backup_dir,
+        checkpoint_dir=checkpoint_dir,
+        mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
+        jit_default=None,
+        callbacks=callbacks,
+        seed=seed,
+    )
+    strategy = options.strategy
     probability = None
     if sampling_correction:
         counts = np.bincount(features["item"], minlength=model.num_items + 1)
         probability = (counts / n).astype("float32")
 
-    def dataset(part, shuffle):
+    def with_probability(part):
         part = dict(part)
         if probability is not None:
             part["item_probability"] = probability[part["item"]]
-        data = tf.data.Dataset.from_tensor_slices(part)
-        if shuffle:
-            data = data.shuffle(
-                len(part["item"]), seed=seed, reshuffle_each_iteration=True
-            )
-        return data.batch(batch_size, drop_remainder=True).prefetch(2)
+        return part
 
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+    features = with_probability(features)
+
+    def dataset_fn(size, context):
+        return training.epoch_batches(
+            features, n, size, seed=seed, start_epoch=options.start_epoch
+        )
+
+    validation_data = None
+    if validation is not None:
+        validation_data = (
+            tf.data.Dataset.from_tensor_slices(
+                with_probability(_features(validation, model.history_length))
+            )
+            .batch(batch_size, drop_remainder=True)
+            .prefetch(2)
+        )
+    with strategy.scope():
+        model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate), **options.compile_options()
+        )
     return model.fit(
-        dataset(features, shuffle=True),
+        training.distribute_dataset(strategy, dataset_fn, batch_size),
         epochs=epochs,
-        validation_data=None
-        if validation is None
-        else dataset(_features(validation, model.history_length), shuffle=False),
-        callbacks=callbacks,
+        steps_per_epoch=n // batch_size,
+        validation_data=validation_data,
+        callbacks=options.callbacks,
         verbose=verbose,
         shuffle=False,  # the dataset shuffles (Keras 3 warns when asked again)
     )

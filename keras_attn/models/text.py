@@ -6,7 +6,8 @@ Every classifier takes token ids (what `keras_attn.text` tokenizers produce in
 `tf.data`; with `wide=...` also the hashed n-gram ids of `HashedNgrams`, as the
 inputs `{"token_ids", "ngram_ids"}`) and returns
 `{"probabilities": (batch, num_classes), "label": (batch,)}`.
-`build_text_serving_model` puts the tokenizer in front, so the exported model takes
+`build_text_serving_model` puts the classifier's preprocessor (`TextPreprocessor`,
+one class per model kind) in front, so the exported model takes
 a batch of raw strings; `keras_attn.serving.export_text_classifier` writes it for TF
 Serving.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 from keras_attn._validation import check_finite
 from keras_attn.backend import keras
 from keras_attn.layers.labels import PredictedLabel
-from keras_attn.layers.token_ids import SegmentIds
 from keras_attn.models.aoa import (
     READER_HEADS,
     AoAReader,
@@ -38,12 +38,18 @@ from keras_attn.models.han import (
     build_han_classifier,
     han_attention_model,
 )
+from keras_attn.models.text_preprocessor import (
+    BertTextPreprocessor,
+    HANTextPreprocessor,
+    TextPreprocessor,
+    TransformerTextPreprocessor,
+    text_preprocessor,
+)
 from keras_attn.models.transformer_classifier import (
     TRANSFORMER_POOLINGS,
     TransformerClassifier,
     build_transformer_classifier,
 )
-from keras_attn.text.ngrams import HashedNgrams
 
 __all__ = [
     "READER_HEADS",
@@ -53,8 +59,12 @@ __all__ = [
     "BertBackbone",
     "BertClassifier",
     "BertClozeReader",
+    "BertTextPreprocessor",
     "HANClassifier",
+    "HANTextPreprocessor",
+    "TextPreprocessor",
     "TransformerClassifier",
+    "TransformerTextPreprocessor",
     "bert_checkpoint_map",
     "build_aoa_reader",
     "build_bert",
@@ -66,6 +76,7 @@ __all__ = [
     "han_attention_model",
     "load_bert_checkpoint",
     "text_inputs",
+    "text_preprocessor",
     "wide_layer",
 ]
 
@@ -97,14 +108,14 @@ def compile_text_classifier(
 
 
 def build_text_serving_model(classifier, tokenizer, class_names=None, name=None):
-    """Raw strings in: the tokenizer layer in front of a trained classifier.
+    """Raw strings in: the classifier's preprocessor in front of it.
 
-    With a wide part (`wide=...`), the `HashedNgrams` layer its `NgramLinear`
-    records (`HashedNgrams.matching(wide)`) computes the `ngram_ids` from the same
-    strings inside the graph: the hashing of training (in `tf.data`) and of serving
-    is one layer. A `BertClassifier` gets each document as one segment: `segment_ids` of
-    zeros (`SegmentIds`) beside the token ids, or both from a `BertPreprocessor`
-    (see `text_inputs`).
+    The preprocessor (`keras_attn.models.text_preprocessor`, one class per model
+    kind) makes the classifier's inputs from the strings inside the graph: the
+    tokenizer's token ids; with a wide part (`wide=...`), the `ngram_ids` of the
+    `HashedNgrams` its `NgramLinear` records (`HashedNgrams.matching(wide)`), so the
+    hashing of training and of serving is one layer; for a `BertClassifier`,
+    `segment_ids` (zeros: each document one segment, or a `BertPreprocessor`'s).
 
     Args:
         classifier: a model from `build_han_classifier` or
@@ -113,7 +124,8 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
             `ngram_ids` with a wide part).
         tokenizer: the `keras_attn.text` tokenizer layer used for training
             (`SentenceTokenizer` for HAN, `Tokenizer` for the Transformer and
-            BERT), or the `BertPreprocessor` of a pretrained checkpoint.
+            BERT), the `BertPreprocessor` of a pretrained checkpoint, or the
+            classifier's `TextPreprocessor`.
         class_names: optional list of str: `label` gives names instead of indices.
         name: str. Model name. Defaults to the classifier's name + "_serving".
 
@@ -122,9 +134,8 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
         `{"probabilities": (batch, num_classes), "label": (batch,)}`.
     """
     text = keras.Input(shape=(), dtype="string", name="text")
-    probabilities = classifier(text_inputs(classifier, tokenizer, text))[
-        "probabilities"
-    ]
+    preprocessor = text_preprocessor(classifier, tokenizer)
+    probabilities = classifier(preprocessor(text))["probabilities"]
     probabilities = keras.layers.Activation("linear", name="probabilities")(
         probabilities
     )
@@ -137,32 +148,11 @@ def build_text_serving_model(classifier, tokenizer, class_names=None, name=None)
 
 
 def text_inputs(classifier, tokenizer, text):
-    """A classifier's inputs from a `(batch,)` string tensor (symbolic or eager).
-
-    The tokenizer's token ids; a `BertPreprocessor` gives token and segment ids,
-    any other tokenizer before a `BertClassifier` one segment a document
-    (`SegmentIds`: zeros); a wide part adds the n-gram ids of the `HashedNgrams`
-    its `NgramLinear` records. Training, serving and the explain signature all
-    build the inputs here.
+    """A classifier's inputs from a `(batch,)` string tensor (symbolic or eager):
+    its preprocessor's (`text_preprocessor(classifier, tokenizer)`).
 
     Returns:
         The token ids alone, or a dict of `token_ids` and `segment_ids` and/or
         `ngram_ids`.
     """
-    encoded = tokenizer(text)
-    if isinstance(encoded, dict):
-        inputs = dict(encoded)
-    elif isinstance(classifier, BertClassifier):
-        inputs = {
-            "token_ids": encoded,
-            "segment_ids": SegmentIds(name="segments")(encoded),
-        }
-    else:
-        inputs = encoded
-    wide = wide_layer(classifier)
-    if wide is None:
-        return inputs
-    if not isinstance(inputs, dict):
-        inputs = {"token_ids": inputs}
-    inputs["ngram_ids"] = HashedNgrams.matching(wide)(text)
-    return inputs
+    return text_preprocessor(classifier, tokenizer)(text)

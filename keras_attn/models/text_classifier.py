@@ -1,11 +1,14 @@
 """One call from raw documents to a trained text classifier (used by the CLI, the
 quickstart, the benchmark and the notebooks): `fit_text_classifier` returns a
-`TextClassifier`, the model with its tokenizer and class names
-(`keras_attn.serving.export` writes one for TF Serving)."""
+`TextClassifier`, the model with its preprocessor and class names
+(`keras_attn.serving.export` writes one for TF Serving). The model kinds it trains
+are the rows of `TEXT_MODELS` and `PRETRAINED_MODELS` (`TextModelKind`), walked by
+one recipe of stages."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,8 +29,15 @@ from keras_attn.models.hf_checkpoint import HFCheckpoint
 from keras_attn.models.text import (
     build_text_serving_model,
     compile_text_classifier,
-    text_inputs,
     wide_layer,
+)
+from keras_attn.models.text_preprocessor import (
+    BertTextPreprocessor,
+    HANTextPreprocessor,
+    TextPreprocessor,
+    TransformerTextPreprocessor,
+    model_structure,
+    text_preprocessor,
 )
 from keras_attn.models.transformer_classifier import build_transformer_classifier
 from keras_attn.optimizers import FusedAdamW, LinearWarmUpDecay
@@ -52,16 +62,19 @@ __all__ = [
     "LIMIT_CAPS",
     "MODELS",
     "MODEL_DEFAULTS",
+    "PRETRAINED_MODELS",
+    "TEXT_MODELS",
     "WIDE_DEFAULTS",
     "WIDE_FIT",
     "WIDE_JOINT",
     "WIDE_TRAININGS",
     "TextClassifier",
+    "TextFit",
+    "TextModelKind",
     "corpus_limits",
     "fit_text_classifier",
+    "text_model_kind",
 ]
-
-MODELS = ("han", "transformer", "bert")
 
 #: Upper bounds of the limits `corpus_limits` reads off a corpus (memory and time
 #: on a CPU): HAN reads at most `han_tokens` = sentences x words per document.
@@ -84,7 +97,9 @@ PREDICT_BATCH = 256
 
 @dataclass
 class TextClassifier:
-    """A trained classifier with what serving it needs."""
+    """A trained classifier with what serving it needs: the model and its
+    `preprocessor` (raw strings -> the model's inputs; made from `model` and
+    `tokenizer` when not given)."""
 
     model: object
     tokenizer: object
@@ -99,22 +114,29 @@ class TextClassifier:
     validation_indices: np.ndarray | None = None
     #: The settings the defaults resolved to (limits, vocabulary, wide, ...).
     settings: dict = field(default_factory=dict)
+    #: The `TextPreprocessor` of `model` (its kind's class, `tokenizer` inside): what
+    #: training fed the model, and what `predict`, the export and explain call.
+    preprocessor: TextPreprocessor | None = None
     #: `predict`'s traced function (made on first use).
     _labels_fn: object = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.preprocessor is None and self.tokenizer is not None:
+            self.preprocessor = text_preprocessor(self.model, self.tokenizer)
 
     def serving_model(self):
         """The raw-string model (`{"text"}` -> `{"probabilities", "label"}`);
         `keras_attn.serving.export(classifier, base_dir)` exports it."""
-        return build_text_serving_model(self.model, self.tokenizer, self.class_names)
+        return build_text_serving_model(self.model, self.preprocessor, self.class_names)
 
     def model_inputs(self, texts):
-        """The model's inputs for raw strings: token ids, and n-gram ids when wide
-        (a BertClassifier: token ids and segment ids of zeros).
+        """The model's inputs for raw strings (`preprocessor`'s): token ids, and
+        n-gram ids when wide (a BertClassifier: token ids and segment ids).
 
         These are what training fed the model (and what `han_attention_model` of
         it takes).
         """
-        return text_inputs(self.model, self.tokenizer, tf.constant(list(texts)))
+        return self.preprocessor(tf.constant(list(texts)))
 
     def predict(self, texts) -> list[str]:
         """Predicted class names of a list of raw strings (an empty list gives
@@ -127,7 +149,7 @@ class TextClassifier:
         texts = list(texts)
         if not texts:
             return []
-        parts = (self.model, self.tokenizer, tuple(self.class_names))
+        parts = (self.model, self.preprocessor, tuple(self.class_names))
         if self._labels_fn is None or self._labels_fn[0] != parts:
             # Traced once for any number of texts (a new serving model per call
             # retraced every time); again only when the parts are replaced.
@@ -317,6 +339,470 @@ def _vocabulary_limits(texts) -> tuple[int, int]:
     return 50000, (3 if total >= 500_000 else 2)
 
 
+@dataclass
+class TextFit:
+    """What `fit_text_classifier`'s stages share: the training part, the resolved
+    limits and options, the training settings.
+
+    `sizes` holds `max_sentences`, `max_words`, `sequence_length` (as read off the
+    corpus or given), `max_tokens` and `min_count` (None unless given or a
+    vocabulary is built); a preprocessor stage writes back what it resolved.
+    """
+
+    texts: list
+    class_names: list
+    sizes: dict
+    length_given: bool = False
+    vocabulary: object = None
+    percentile: float = 95.0
+    #: The `HFCheckpoint` of a pretrained kind, else None.
+    checkpoint: object = None
+    #: The wide part: False, or `NgramLinear` arguments (`_resolve_wide`).
+    wide: object = False
+    model_kwargs: dict = field(default_factory=dict)
+    strategy: object = None
+    #: Every batch full (a TPU compiles one program per shape).
+    static: bool = False
+    compile_kwargs: dict = field(default_factory=dict)
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    seed: int = 0
+    verbose: int = 0
+
+    def __post_init__(self):
+        if self.strategy is None:
+            self.strategy = tf.distribute.get_strategy()
+
+
+@dataclass(frozen=True)
+class TextModelKind:
+    """A model kind of `fit_text_classifier` (a row of `TEXT_MODELS` or
+    `PRETRAINED_MODELS`): its two stages and what its training differs in.
+
+    Attributes:
+        preprocessor: `(fit: TextFit) -> TextPreprocessor`: the kind's tokenizer
+            made for the training documents, without the wide part's hasher (the
+            model's, added by `TextPreprocessor.for_classifier`).
+        model: `(fit, preprocessor) -> classifier`, called under the strategy's
+            scope and the dtype policy.
+        model_defaults: the widths used unless given (`MODEL_DEFAULTS`).
+        wide: whether the kind takes a wide part (on with `wide=None`).
+        pretrain: whether its encoder can first be pretrained with masked LM
+            (`pretrain_epochs`).
+        warm_up: whether the learning rate warms up linearly over the first epoch.
+        fine_tune: a pretrained checkpoint: `FINE_TUNING`'s defaults and schedule
+            (AdamW, warm-up and decay; no halving on a plateau).
+        settings: entries the result's `settings` always has.
+    """
+
+    preprocessor: Callable
+    model: Callable
+    model_defaults: dict = field(default_factory=dict)
+    wide: bool = True
+    pretrain: bool = False
+    warm_up: bool = True
+    fine_tune: bool = False
+    settings: dict = field(default_factory=dict)
+
+
+def _vocabulary(fit: TextFit, default=None):
+    """`(vocabulary, method)`: the given vocabulary (`default` when None), "wordpiece"
+    for a shipped BERT one; else a word vocabulary built from `fit.texts` (its
+    `max_tokens` and `min_count` into `fit.sizes`)."""
+    vocabulary = fit.vocabulary
+    if default is not None:
+        vocabulary = vocabulary or default
+    if vocabulary is None:
+        default_tokens, default_count = _vocabulary_limits(fit.texts)
+        fit.sizes["max_tokens"] = fit.sizes["max_tokens"] or default_tokens
+        fit.sizes["min_count"] = fit.sizes["min_count"] or default_count
+        vocabulary = build_vocabulary(
+            fit.texts,
+            max_tokens=fit.sizes["max_tokens"],
+            min_count=fit.sizes["min_count"],
+        )
+        return vocabulary, "word"
+    if isinstance(vocabulary, str) and vocabulary.startswith("bert"):
+        return vocabulary, "wordpiece"
+    return vocabulary, "word"
+
+
+def _sequence_tokenizer(fit: TextFit, default=None, cap=None) -> Tokenizer:
+    """A `Tokenizer` of `fit.sizes["sequence_length"]` (+ `[CLS]` and `[SEP]` for
+    WordPiece, then at most `cap` unless the length was given)."""
+    vocabulary, method = _vocabulary(fit, default)
+    length = fit.sizes["sequence_length"]
+    if method == "wordpiece":
+        length = min(length + 2, LIMIT_CAPS["sequence_length"])
+        if cap is not None and not fit.length_given:
+            length = min(length, cap)
+    fit.sizes["sequence_length"] = length
+    return Tokenizer(vocabulary, sequence_length=length, method=method)
+
+
+def _han_preprocessor(fit: TextFit) -> TextPreprocessor:
+    vocabulary, method = _vocabulary(fit)
+    tokenizer = SentenceTokenizer(
+        vocabulary,
+        max_sentences=fit.sizes["max_sentences"],
+        max_words=fit.sizes["max_words"],
+        method=method,
+    )
+    return HANTextPreprocessor(tokenizer)
+
+
+def _transformer_preprocessor(fit: TextFit) -> TextPreprocessor:
+    return TransformerTextPreprocessor(_sequence_tokenizer(fit))
+
+
+def _bert_preprocessor(fit: TextFit) -> TextPreprocessor:
+    # WordPiece of the shipped vocabulary by default, at most `bert_tokens`.
+    tokenizer = _sequence_tokenizer(
+        fit, default="bert-base-uncased", cap=LIMIT_CAPS["bert_tokens"]
+    )
+    return BertTextPreprocessor(tokenizer)
+
+
+def _pretrained_bert_preprocessor(fit: TextFit) -> TextPreprocessor:
+    tokenizer = _checkpoint_preprocessor(
+        fit.checkpoint,
+        fit.texts,
+        fit.sizes["sequence_length"] if fit.length_given else None,
+        fit.percentile,
+    )
+    fit.sizes["sequence_length"] = tokenizer.sequence_length
+    return BertTextPreprocessor(tokenizer)
+
+
+def _han_model(fit: TextFit, preprocessor):
+    return build_han_classifier(
+        preprocessor.vocabulary_size,
+        len(fit.class_names),
+        fit.sizes["max_sentences"],
+        fit.sizes["max_words"],
+        wide=fit.wide,
+        **fit.model_kwargs,
+    )
+
+
+def _transformer_model(fit: TextFit, preprocessor):
+    return build_transformer_classifier(
+        preprocessor.vocabulary_size,
+        len(fit.class_names),
+        fit.sizes["sequence_length"],
+        wide=fit.wide,
+        **fit.model_kwargs,
+    )
+
+
+def _bert_model(fit: TextFit, preprocessor):
+    backbone = BertBackbone(
+        preprocessor.vocabulary_size,
+        sequence_length=fit.sizes["sequence_length"],
+        **fit.model_kwargs,
+    )
+    return BertClassifier(backbone, len(fit.class_names), dropout=backbone.dropout)
+
+
+def _pretrained_bert_model(fit: TextFit, preprocessor):
+    return _pretrained_classifier(
+        fit.checkpoint,
+        fit.class_names,
+        fit.sizes["sequence_length"],
+        fit.wide,
+        fit.model_kwargs,
+    )
+
+
+#: `fit_text_classifier`'s model kinds trained from scratch, by `model`.
+TEXT_MODELS = {
+    "han": TextModelKind(
+        _han_preprocessor,
+        _han_model,
+        model_defaults=MODEL_DEFAULTS["han"],
+        warm_up=False,
+    ),
+    "transformer": TextModelKind(
+        _transformer_preprocessor,
+        _transformer_model,
+        model_defaults=MODEL_DEFAULTS["transformer"],
+    ),
+    "bert": TextModelKind(
+        _bert_preprocessor,
+        _bert_model,
+        model_defaults=MODEL_DEFAULTS["bert"],
+        wide=False,
+        pretrain=True,
+        settings={"pretraining": None},
+    ),
+}
+
+#: The kinds that fine-tune a pretrained checkpoint (`checkpoint=...`), by `model`.
+PRETRAINED_MODELS = {
+    "bert": TextModelKind(
+        _pretrained_bert_preprocessor,
+        _pretrained_bert_model,
+        warm_up=False,
+        fine_tune=True,
+        settings={"pretraining": None},
+    ),
+}
+
+MODELS = tuple(TEXT_MODELS)
+
+
+def _names(names) -> str:
+    return " or ".join(f"model={n!r}" for n in names)
+
+
+def text_model_kind(model: str, checkpoint=None, pretrain_epochs: int = 0):
+    """The `TextModelKind` `fit_text_classifier` trains for `model` (with
+    `checkpoint`, from `PRETRAINED_MODELS`), or a clear error naming the argument.
+
+    Example:
+
+    >>> text_model_kind("han").wide
+    True
+    >>> text_model_kind("bert", checkpoint="folder").fine_tune
+    True
+    """
+    check_choice("model", model, TEXT_MODELS)
+    if pretrain_epochs and not TEXT_MODELS[model].pretrain:
+        able = [n for n, k in TEXT_MODELS.items() if k.pretrain]
+        raise ValueError(
+            f"`pretrain_epochs` needs {_names(able)} (it pretrains the BERT "
+            f"encoder). Received: pretrain_epochs={pretrain_epochs}, model={model!r}"
+        )
+    if checkpoint is None:
+        return TEXT_MODELS[model]
+    if model not in PRETRAINED_MODELS:
+        raise ValueError(
+            f"`checkpoint` needs {_names(PRETRAINED_MODELS)} (it fine-tunes a "
+            f"pretrained BERT-family encoder). Received: "
+            f"checkpoint={str(checkpoint)!r}, model={model!r}"
+        )
+    if pretrain_epochs:
+        raise ValueError(
+            "`pretrain_epochs` cannot be used with `checkpoint` (the folder's "
+            "encoder is fine-tuned as it is). Received: "
+            f"pretrain_epochs={pretrain_epochs}"
+        )
+    return PRETRAINED_MODELS[model]
+
+
+def _resolve_wide(kind, wide, wide_training, limits, documents):
+    """The wide part's `NgramLinear` arguments (or False): `kind.wide` for None,
+    over `WIDE_DEFAULTS` (and `WIDE_JOINT`), `max_ngrams` the corpus's, an L2
+    penalty of scikit-learn's C for `documents` unless trained jointly."""
+    if wide is None:
+        wide = kind.wide
+    if wide is True:
+        wide = {}
+    if isinstance(wide, dict):
+        joint = WIDE_JOINT if wide_training == "joint" else {}
+        wide = {"max_ngrams": limits["max_ngrams"], **WIDE_DEFAULTS, **joint, **wide}
+        if wide_training != "joint":
+            # scikit-learn's C, per document (the loss is a mean over the batch).
+            penalty = 1.0 / (2.0 * WIDE_FIT["C"] * documents)
+            # As a config (not an object): the classifier's config stays JSON.
+            l2 = {"class_name": "L2", "config": {"l2": penalty}}
+            wide.setdefault("kernel_regularizer", l2)
+    return wide
+
+
+def _wide_stage(fit: TextFit, net, train, validation, staged: bool) -> dict:
+    """[wide]: the wide part's IDF and naive-Bayes ratios from the training
+    documents; with `staged` ("ensemble", "residual") it is fitted alone
+    (`WIDE_FIT`) and frozen. Returns its settings (`wide_val_accuracy`)."""
+    wide_part = wide_layer(net)
+    if wide_part is None:
+        return {}
+    if wide_part.use_idf or wide_part.nb_ratio:
+        wide_part.adapt(train[0]["ngram_ids"], labels=train[1])
+    if not staged:
+        return {}
+    settings = _fit_wide_part(
+        net,
+        train[0],
+        train[1],
+        *(validation or (None, None)),
+        fit.strategy,
+        fit.compile_kwargs,
+        fit.seed,
+        fit.static,
+    )
+    wide_part.trainable = False
+    return settings
+
+
+def _deep_optimizer(fit: TextFit, kind, epochs, steps_per_epoch):
+    """`(optimizer, settings)`: None (Adam at the learning rate) from scratch; for a
+    fine-tuned kind AdamW with `FINE_TUNING`'s schedule, and `fine_tuning`."""
+    if not kind.fine_tune:
+        return None, {}
+    total = max(epochs * steps_per_epoch, 1)
+    warmup = int(FINE_TUNING["warmup_fraction"] * total)
+    optimizer = FusedAdamW(
+        LinearWarmUpDecay(fit.learning_rate, warmup, max(total, warmup + 1)),
+        weight_decay=FINE_TUNING["weight_decay"],
+    )
+    optimizer.exclude_from_weight_decay(var_names=list(_NO_DECAY))
+    settings = {
+        "learning_rate": fit.learning_rate,
+        "weight_decay": FINE_TUNING["weight_decay"],
+        "warmup_steps": warmup,
+        "total_steps": total,
+    }
+    return optimizer, {"fine_tuning": settings}
+
+
+def _deep_stage(
+    fit: TextFit,
+    kind: TextModelKind,
+    net,
+    train,
+    validation,
+    *,
+    ensemble: bool,
+    epochs: int,
+    patience,
+    backup_dir=None,
+    checkpoint_dir=None,
+    timer=None,
+    callbacks=(),
+):
+    """deep: the epoch loop of the deep part alone (`ensemble`) or of the whole
+    classifier (its wide part frozen for "residual"), with keras_attn's callbacks
+    (`timer`, backup, checkpoints, the kind's warm-up, halving on a plateau, early
+    stopping) before `callbacks`.
+
+    Returns:
+        `(fitted, history, settings)`: the model trained, its `History`, and
+        `fine_tuning` for a fine-tuned kind.
+    """
+    n = len(train[1])
+    batch_size, strategy = fit.batch_size, fit.strategy
+    steps_per_epoch = n // batch_size if fit.static else -(-n // batch_size)
+    with strategy.scope():  # a model records the strategy it is made under
+        fitted = deep_part_model(net) if ensemble else net
+        optimizer, settings = _deep_optimizer(fit, kind, epochs, steps_per_epoch)
+        compile_text_classifier(
+            fitted,
+            learning_rate=fit.learning_rate,
+            optimizer=optimizer,
+            **fit.compile_kwargs,
+        )
+
+    def dataset(inputs, y, shuffle):
+        # The structure the model takes (the token ids alone when that is all).
+        inputs = _deep_inputs(inputs) if fitted is not net else model_structure(inputs)
+        if shuffle and backup_dir is not None:
+            ds = training.epoch_batches(
+                (inputs, y),
+                len(y),
+                batch_size,
+                seed=fit.seed,
+                start_epoch=training.completed_epochs(backup_dir),
+                drop_remainder=fit.static,
+            )
+        else:
+            ds = tf.data.Dataset.from_tensor_slices((inputs, y))
+            if shuffle:
+                ds = ds.shuffle(len(y), seed=fit.seed, reshuffle_each_iteration=True)
+            ds = ds.batch(batch_size, drop_remainder=fit.static)
+        ds = ds.map(
+            lambda t, y: (t, {"probabilities": y, "label": y}),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+    train_ds = dataset(*train, shuffle=True)
+    # With a backup, an endless stream: `fit` counts the epochs.
+    steps = steps_per_epoch if backup_dir is not None else None
+    val_ds = None
+    deep_callbacks = training.fit_callbacks(
+        [timer] if timer is not None else [], backup_dir, None
+    )
+    if checkpoint_dir is not None:
+        deep_callbacks.append(training.weights_checkpoint(net, checkpoint_dir))
+    if kind.warm_up:
+        deep_callbacks.append(training.WarmUp(fit.learning_rate, -(-n // batch_size)))
+    if validation is not None:
+        val_ds = dataset(*validation, shuffle=False).cache()
+        if not kind.fine_tune:  # a checkpoint's schedule decays on its own
+            deep_callbacks.append(
+                keras.callbacks.ReduceLROnPlateau(
+                    monitor="val_loss",
+                    factor=0.5,
+                    patience=2,
+                    min_lr=fit.learning_rate / 32,
+                )
+            )
+        if patience:
+            deep_callbacks.append(
+                keras.callbacks.EarlyStopping(
+                    monitor="val_probabilities_accuracy"
+                    if _metric_prefixed(fitted)
+                    else "val_accuracy",
+                    mode="max",
+                    patience=patience,
+                    restore_best_weights=True,
+                )
+            )
+    history = fitted.fit(
+        train_ds,
+        validation_data=val_ds,
+        epochs=epochs,
+        steps_per_epoch=steps,
+        callbacks=deep_callbacks + list(callbacks),
+        shuffle=False,  # the dataset is shuffled
+        verbose=fit.verbose,
+    )
+    return fitted, history, settings
+
+
+def _mix_stage(fit: TextFit, net, fitted, train, validation, refit: bool) -> dict:
+    """[mix] ("ensemble"): the mix of the wide and deep logits of least validation
+    log loss (`_choose_mix`), folded into the two parts' last weights; with
+    `refit` (the validation part was carved from the training documents) the
+    wide part is first fitted again on all of them.
+
+    Returns:
+        The mix's settings: `deep_val_accuracy`, `mix_val_accuracy`,
+        `wide_weight`, `temperature` (and `wide_refit_documents`).
+    """
+    inputs, y = validation or (None, None)
+    mix = _choose_mix(net, fitted, inputs, y, fit.strategy)
+    if refit:
+        # The wide part needs no early stopping: once the mix is chosen, it is
+        # fitted again on every training document, the carved ones included.
+        everything = {
+            "ngram_ids": np.concatenate([train[0]["ngram_ids"], inputs["ngram_ids"]])
+        }
+        y_everything = np.concatenate([train[1], y])
+        wide_part = wide_layer(net)
+        wide_part.trainable = True
+        for weight in (wide_part.kernel, wide_part.bias):
+            if weight is not None:
+                weight.assign(tf.zeros_like(weight))
+        wide_part.adapt(everything["ngram_ids"], labels=y_everything)
+        _fit_wide_part(
+            net,
+            everything,
+            y_everything,
+            None,
+            None,
+            fit.strategy,
+            fit.compile_kwargs,
+            fit.seed,
+            fit.static,
+        )
+        wide_part.trainable = False
+        mix["wide_refit_documents"] = len(y_everything)
+    _fold_mix(net, mix["wide_weight"], mix["temperature"], fit.strategy)
+    return mix
+
+
 def fit_text_classifier(
     texts,
     labels,
@@ -359,6 +845,13 @@ def fit_text_classifier(
     with the "bert-base-uncased" vocabulary by default, each document one segment:
     `[CLS] tokens [SEP]`, segment ids 0), trained from scratch, or with
     `pretrain_epochs` first pretrained on the training documents.
+
+    Each kind is a row of `TEXT_MODELS` (with `checkpoint`, of `PRETRAINED_MODELS`;
+    `text_model_kind` picks it): its preprocessor stage makes the kind's
+    `TextPreprocessor` for the training documents, its model stage the classifier.
+    Every kind then goes through the same recipe: preprocessor -> model ->
+    [pretrain] -> [wide] -> deep -> [mix]; the result holds the preprocessor that
+    fed training (`result.preprocessor`), which `predict` and the export call.
 
     In-domain pretraining ("bert", `pretrain_epochs` > 0): before fine-tuning, the
     encoder is trained with masked LM on the *training* documents only (never
@@ -493,7 +986,7 @@ def fit_text_classifier(
     >>> clf.predict(["A wonderful, moving film."])[0] in ("neg", "pos")
     True
     """
-    check_choice("model", model, MODELS)
+    check_choice("model", model, TEXT_MODELS)
     check_choice("wide_training", wide_training, WIDE_TRAININGS)
     check_mixed_precision(mixed_precision)
     user_callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
@@ -512,29 +1005,13 @@ def fit_text_classifier(
     ):
         if folder is not None:
             check_folder(name, folder)
-    if pretrain_epochs and model != "bert":
-        raise ValueError(
-            "`pretrain_epochs` needs model='bert' (it pretrains the BERT encoder). "
-            f"Received: pretrain_epochs={pretrain_epochs}, model={model!r}"
-        )
+    kind = text_model_kind(model, checkpoint, pretrain_epochs)
     if pretrain_steps is not None and not pretrain_epochs:
         raise ValueError(
             "`pretrain_steps` needs `pretrain_epochs` > 0. Received: "
             f"pretrain_steps={pretrain_steps}, pretrain_epochs={pretrain_epochs}"
         )
-    if checkpoint is not None:
-        if model != "bert":
-            raise ValueError(
-                "`checkpoint` needs model='bert' (it fine-tunes a pretrained BERT-"
-                f"family encoder). Received: checkpoint={str(checkpoint)!r}, "
-                f"model={model!r}"
-            )
-        if pretrain_epochs:
-            raise ValueError(
-                "`pretrain_epochs` cannot be used with `checkpoint` (the folder's "
-                "encoder is fine-tuned as it is). Received: "
-                f"pretrain_epochs={pretrain_epochs}"
-            )
+    if kind.fine_tune:
         if vocabulary is not None:
             raise ValueError(
                 "`vocabulary` cannot be used with `checkpoint` (the folder's "
@@ -542,16 +1019,15 @@ def fit_text_classifier(
             )
         # A missing folder, an unsupported model type: said before any work.
         checkpoint = HFCheckpoint(checkpoint)
-    elif model == "bert" and wide not in (None, False):
+    elif not kind.wide and wide not in (None, False):
         raise ValueError(
-            "`wide` must be None or False for model='bert' from scratch (give a "
+            f"`wide` must be None or False for model={model!r} from scratch (give a "
             f"`checkpoint` for a wide part). Received: wide={wide!r}"
         )
-    fine_tune = checkpoint is not None
     if epochs is None:
-        epochs = FINE_TUNING["epochs"] if fine_tune else 20
+        epochs = FINE_TUNING["epochs"] if kind.fine_tune else 20
     if learning_rate is None:
-        learning_rate = FINE_TUNING["learning_rate"] if fine_tune else 1e-3
+        learning_rate = FINE_TUNING["learning_rate"] if kind.fine_tune else 1e-3
     jit_compile = resolve_jit_compile(jit_compile, mixed_precision, default=None)
     _check_pairs("texts", texts, "labels", labels)
     if validation_texts is not None or validation_labels is not None:
@@ -569,8 +1045,6 @@ def fit_text_classifier(
         )
     strategy = distribute.as_strategy(strategy, tpu) or tf.distribute.get_strategy()
     keras.utils.set_random_seed(seed)
-    if not fine_tune:
-        model_kwargs = {**MODEL_DEFAULTS[model], **model_kwargs}
     # Class names read once ("3" for 3 and 3.0), missing ones refused by row.
     texts, labels = text_labels(texts, labels)
     class_names = sorted(set(labels))
@@ -609,291 +1083,109 @@ def fit_text_classifier(
 
     # Limits from the training part of the corpus (what the model will read).
     limits = corpus_limits(texts, percentile)
-    length_given = sequence_length is not None
-    max_sentences = max_sentences or limits["max_sentences"]
-    max_words = max_words or limits["max_words"]
-    sequence_length = sequence_length or limits["sequence_length"]
-    if wide is None:
-        wide = model != "bert" or fine_tune
-    if wide is True:
-        wide = {}
-    if isinstance(wide, dict):
-        joint = WIDE_JOINT if wide_training == "joint" else {}
-        wide = {"max_ngrams": limits["max_ngrams"], **WIDE_DEFAULTS, **joint, **wide}
-        if wide_training != "joint":
-            # scikit-learn's C, per document (the loss is a mean over the batch).
-            penalty = 1.0 / (2.0 * WIDE_FIT["C"] * len(texts))
-            # As a config (not an object): the classifier's config stays JSON.
-            l2 = {"class_name": "L2", "config": {"l2": penalty}}
-            wide.setdefault("kernel_regularizer", l2)
-
-    # The tokenizer runs on the host (tf.data, serving): outside the scope.
-    if fine_tune:
-        tokenizer = _checkpoint_preprocessor(
-            checkpoint, texts, sequence_length if length_given else None, percentile
-        )
-        sequence_length = tokenizer.sequence_length
-    else:
-        if model == "bert":
-            vocabulary = vocabulary or "bert-base-uncased"
-        method = "word"
-        if vocabulary is None:
-            default_tokens, default_count = _vocabulary_limits(texts)
-            max_tokens = max_tokens or default_tokens
-            min_count = min_count or default_count
-            vocabulary = build_vocabulary(
-                texts, max_tokens=max_tokens, min_count=min_count
-            )
-        elif isinstance(vocabulary, str) and vocabulary.startswith("bert"):
-            method = "wordpiece"
-            if model != "han":
-                sequence_length = min(
-                    sequence_length + 2, LIMIT_CAPS["sequence_length"]
-                )
-            if model == "bert" and not length_given:
-                sequence_length = min(sequence_length, LIMIT_CAPS["bert_tokens"])
-        if model == "han":
-            tokenizer = SentenceTokenizer(
-                vocabulary,
-                max_sentences=max_sentences,
-                max_words=max_words,
-                method=method,
-            )
-        else:
-            tokenizer = Tokenizer(
-                vocabulary, sequence_length=sequence_length, method=method
-            )
-    compile_kwargs = {} if jit_compile is None else {"jit_compile": jit_compile}
-    pretrainer = None
-    # The model's and the optimizer's variables; its layers take the policy.
-    with strategy.scope(), policy_scope(mixed_precision):
-        if model == "han":
-            net = build_han_classifier(
-                tokenizer.vocabulary_size,
-                len(class_names),
-                max_sentences,
-                max_words,
-                wide=wide,
-                **model_kwargs,
-            )
-        elif fine_tune:
-            net = _pretrained_classifier(
-                checkpoint, class_names, sequence_length, wide, model_kwargs
-            )
-        elif model == "bert":
-            backbone = BertBackbone(
-                tokenizer.vocabulary_size,
-                sequence_length=sequence_length,
-                **model_kwargs,
-            )
-            net = BertClassifier(backbone, len(class_names), dropout=backbone.dropout)
-            # The MLM head; dropped after pretraining (the encoder is shared).
-            pretrainer = BertPretrainer(backbone) if pretrain_epochs else None
-        else:
-            net = build_transformer_classifier(
-                tokenizer.vocabulary_size,
-                len(class_names),
-                sequence_length,
-                wide=wide,
-                **model_kwargs,
-            )
-    # Tokenized and hashed once (not every epoch), on the host: the ids are small
-    # next to the model, and no string reaches the replicas. The wide part's ids
-    # come from the layer the serving model also uses.
-    wide_part = wide_layer(net)
-    train = _model_inputs(net, tokenizer, texts)
-    y_train = encode(labels)
-    validation = y_validation = None
-    if validation_texts is not None:
-        validation = _model_inputs(net, tokenizer, validation_texts)
-        y_validation = encode(validation_labels)
-    # TPUs compile one program per shape: every batch full.
-    static = isinstance(strategy, tf.distribute.TPUStrategy)
-    settings = {}
-    if fine_tune:
-        settings["checkpoint"] = str(checkpoint.path)
-    if model == "bert":
-        settings["pretraining"] = None
-        if pretrain_epochs:
-            # `texts` is the training part: the early-stopping part is carved off.
-            settings["pretraining"] = _pretrain(
-                pretrainer,
-                tokenizer,
-                texts,
-                epochs=pretrain_epochs,
-                steps=pretrain_steps,
-                batch_size=batch_size,
-                learning_rate=learning_rate,
-                seed=seed,
-                static=static,
-                compile_kwargs=compile_kwargs,
-                strategy=strategy,
-                verbose=verbose,
-            )
-    staged = wide_part is not None and wide_training != "joint"
-    if wide_part is not None and (wide_part.use_idf or wide_part.nb_ratio):
-        # IDF and naive-Bayes ratios from the training documents only.
-        wide_part.adapt(train["ngram_ids"], labels=y_train)
-    if staged:
-        settings.update(
-            _fit_wide_part(
-                net,
-                train,
-                y_train,
-                validation,
-                y_validation,
-                strategy,
-                compile_kwargs,
-                seed,
-                static,
-            )
-        )
-        wide_part.trainable = False
-    # What the epoch loop trains: the deep part alone ("ensemble"), or the whole
-    # classifier (with its wide part frozen for "residual").
-    steps_per_epoch = (
-        len(texts) // batch_size if static else -(-len(texts) // batch_size)
-    )
-    optimizer = None
-    if fine_tune:
-        total = max(epochs * steps_per_epoch, 1)
-        warmup = int(FINE_TUNING["warmup_fraction"] * total)
-        settings["fine_tuning"] = {
-            "learning_rate": learning_rate,
-            "weight_decay": FINE_TUNING["weight_decay"],
-            "warmup_steps": warmup,
-            "total_steps": total,
-        }
-    with strategy.scope():  # a model records the strategy it is made under
-        fitted = net
-        if staged and wide_training == "ensemble":
-            fitted = deep_part_model(net)
-        if fine_tune:
-            optimizer = FusedAdamW(
-                LinearWarmUpDecay(learning_rate, warmup, max(total, warmup + 1)),
-                weight_decay=FINE_TUNING["weight_decay"],
-            )
-            optimizer.exclude_from_weight_decay(var_names=list(_NO_DECAY))
-        compile_text_classifier(
-            fitted, learning_rate=learning_rate, optimizer=optimizer, **compile_kwargs
-        )
-
-    def dataset(inputs, y, shuffle):
-        if fitted is not net:
-            inputs = _deep_inputs(inputs)
-        if shuffle and backup_dir is not None:
-            ds = training.epoch_batches(
-                (inputs, y),
-                len(y),
-                batch_size,
-                seed=seed,
-                start_epoch=training.completed_epochs(backup_dir),
-                drop_remainder=static,
-            )
-        else:
-            ds = tf.data.Dataset.from_tensor_slices((inputs, y))
-            if shuffle:
-                ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
-            ds = ds.batch(batch_size, drop_remainder=static)
-        ds = ds.map(
-            lambda t, y: (t, {"probabilities": y, "label": y}),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        return ds.prefetch(tf.data.AUTOTUNE)
-
-    train_ds = dataset(train, y_train, shuffle=True)
-    steps = None
-    if backup_dir is not None:  # an endless stream: `fit` counts the epochs
-        steps = steps_per_epoch
-    val_ds = None
-    timer = training.EpochTimer()
-    deep_callbacks = training.fit_callbacks([timer], backup_dir, None)
-    if checkpoint_dir is not None:
-        deep_callbacks.append(training.weights_checkpoint(net, checkpoint_dir))
-    if model != "han" and not fine_tune:  # a checkpoint's schedule warms up
-        deep_callbacks.append(
-            training.WarmUp(learning_rate, -(-len(texts) // batch_size))
-        )
-    if validation is not None:
-        val_ds = dataset(validation, y_validation, shuffle=False).cache()
-        if not fine_tune:
-            deep_callbacks.append(
-                keras.callbacks.ReduceLROnPlateau(
-                    monitor="val_loss",
-                    factor=0.5,
-                    patience=2,
-                    min_lr=learning_rate / 32,
-                )
-            )
-        if patience:
-            deep_callbacks.append(
-                keras.callbacks.EarlyStopping(
-                    monitor="val_probabilities_accuracy"
-                    if _metric_prefixed(fitted)
-                    else "val_accuracy",
-                    mode="max",
-                    patience=patience,
-                    restore_best_weights=True,
-                )
-            )
-    history = fitted.fit(
-        train_ds,
-        validation_data=val_ds,
-        epochs=epochs,
-        steps_per_epoch=steps,
-        callbacks=deep_callbacks + user_callbacks,
-        shuffle=False,  # the dataset is shuffled
+    run = TextFit(
+        texts=texts,
+        class_names=class_names,
+        sizes={
+            "max_sentences": max_sentences or limits["max_sentences"],
+            "max_words": max_words or limits["max_words"],
+            "sequence_length": sequence_length or limits["sequence_length"],
+            "max_tokens": max_tokens,
+            "min_count": min_count,
+        },
+        length_given=sequence_length is not None,
+        vocabulary=vocabulary,
+        percentile=percentile,
+        checkpoint=checkpoint,
+        wide=_resolve_wide(kind, wide, wide_training, limits, len(texts)),
+        model_kwargs={**kind.model_defaults, **model_kwargs},
+        strategy=strategy,
+        # TPUs compile one program per shape: every batch full.
+        static=isinstance(strategy, tf.distribute.TPUStrategy),
+        compile_kwargs={} if jit_compile is None else {"jit_compile": jit_compile},
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed,
         verbose=verbose,
     )
+
+    # preprocessor -> model -> [pretrain] -> [wide] -> deep -> [mix]
+    # The tokenizer runs on the host (tf.data, serving): outside the scope.
+    preprocessor = kind.preprocessor(run)
+    # The model's and the optimizer's variables; its layers take the policy.
+    with strategy.scope(), policy_scope(mixed_precision):
+        net = kind.model(run, preprocessor)
+    # The wide part's hasher is the one its `NgramLinear` records.
+    preprocessor = preprocessor.for_classifier(net)
+    # Tokenized and hashed once (not every epoch), on the host: the ids are small
+    # next to the model, and no string reaches the replicas.
+    train = (preprocessor.inputs(texts), encode(labels))
+    validation = None
+    if validation_texts is not None:
+        validation = (preprocessor.inputs(validation_texts), encode(validation_labels))
+    settings = {"checkpoint": str(checkpoint.path)} if kind.fine_tune else {}
+    settings.update(kind.settings)
+    if pretrain_epochs:
+        # `texts` is the training part: the early-stopping part is carved off.
+        with strategy.scope(), policy_scope(mixed_precision):
+            # The MLM head; dropped after pretraining (the encoder is shared).
+            pretrainer = BertPretrainer(net.backbone)
+        settings["pretraining"] = _pretrain(
+            pretrainer,
+            preprocessor.tokenizer,
+            texts,
+            epochs=pretrain_epochs,
+            steps=pretrain_steps,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            seed=seed,
+            static=run.static,
+            compile_kwargs=run.compile_kwargs,
+            strategy=strategy,
+            verbose=verbose,
+        )
+    staged = wide_layer(net) is not None and wide_training != "joint"
+    settings.update(_wide_stage(run, net, train, validation, staged))
+    timer = training.EpochTimer()
+    fitted, history, fine_tuning = _deep_stage(
+        run,
+        kind,
+        net,
+        train,
+        validation,
+        ensemble=staged and wide_training == "ensemble",
+        epochs=epochs,
+        patience=patience,
+        backup_dir=backup_dir,
+        checkpoint_dir=checkpoint_dir,
+        timer=timer,
+        callbacks=user_callbacks,
+    )
+    settings.update(fine_tuning)
     mix_accuracy = None
     if staged and wide_training == "ensemble":
-        mix = _choose_mix(net, fitted, validation, y_validation, strategy)
+        mix = _mix_stage(
+            run, net, fitted, train, validation, refit=validation_indices is not None
+        )
         mix_accuracy = mix.pop("mix_val_accuracy", None)
         settings.update(mix)
-        if validation_indices is not None:
-            # The wide part needs no early stopping: once the mix is chosen, it is
-            # fitted again on every training document, the carved ones included.
-            everything = {
-                "ngram_ids": np.concatenate(
-                    [train["ngram_ids"], validation["ngram_ids"]]
-                )
-            }
-            y_everything = np.concatenate([y_train, y_validation])
-            wide_part.trainable = True
-            for weight in (wide_part.kernel, wide_part.bias):
-                if weight is not None:
-                    weight.assign(tf.zeros_like(weight))
-            wide_part.adapt(everything["ngram_ids"], labels=y_everything)
-            _fit_wide_part(
-                net,
-                everything,
-                y_everything,
-                None,
-                None,
-                strategy,
-                compile_kwargs,
-                seed,
-                static,
-            )
-            wide_part.trainable = False
-            settings["wide_refit_documents"] = len(y_everything)
-        _fold_mix(net, mix["wide_weight"], mix["temperature"], strategy)
     result = TextClassifier(
         net,
-        tokenizer,
+        preprocessor.tokenizer,
         class_names,
+        preprocessor=preprocessor,
         history=dict(history.history),
         seconds_per_epoch=float(np.mean(timer.times)) if timer.times else None,
         validation_indices=validation_indices,
         settings={
-            "max_sentences": max_sentences,
-            "max_words": max_words,
-            "sequence_length": sequence_length,
-            "vocabulary_size": tokenizer.vocabulary_size,
-            "max_tokens": max_tokens,
-            "min_count": min_count,
-            "wide": _wide_settings(wide_part),
-            "wide_training": wide_training if wide_part is not None else None,
+            "max_sentences": run.sizes["max_sentences"],
+            "max_words": run.sizes["max_words"],
+            "sequence_length": run.sizes["sequence_length"],
+            "vocabulary_size": preprocessor.vocabulary_size,
+            "max_tokens": run.sizes["max_tokens"],
+            "min_count": run.sizes["min_count"],
+            "wide": _wide_settings(wide_layer(net)),
+            "wide_training": wide_training if wide_layer(net) is not None else None,
             "epochs_run": len(timer.times),
             **settings,
         },
@@ -903,40 +1195,21 @@ def fit_text_classifier(
         # would be a training score.
         result.val_accuracy = mix_accuracy
     elif validation is not None:
-        result.val_accuracy = _accuracy(net, validation, y_validation)
+        result.val_accuracy = _accuracy(net, *validation)
     return result
 
 
 def _model_inputs(net, tokenizer, texts) -> dict:
     """`{"token_ids"}` (and `"ngram_ids"` with a wide part, `"segment_ids"` for a
-    BertClassifier: zeros, or a `BertPreprocessor`'s) of `texts`, as NumPy."""
-    texts = list(texts)
-    wide_part = wide_layer(net)
-    if isinstance(tokenizer, BertPreprocessor):
-        parts = [
-            tokenizer(tf.constant(texts[i : i + 256]))
-            for i in range(0, len(texts), 256)
-        ]
-        inputs = {
-            key: np.concatenate([p[key].numpy() for p in parts])
-            for key in ("token_ids", "segment_ids")
-        }
-    else:
-        inputs = {"token_ids": _tokenize_all(tokenizer, texts)}
-        if isinstance(net, BertClassifier):
-            inputs["segment_ids"] = np.zeros_like(inputs["token_ids"])
-    if wide_part is not None:
-        inputs["ngram_ids"] = _tokenize_all(
-            HashedNgrams.matching(wide_part), list(texts)
-        )
-    return inputs
+    BertClassifier) of `texts`, as NumPy: the preprocessor's
+    (`text_preprocessor(net, tokenizer).inputs(texts)`)."""
+    return text_preprocessor(net, tokenizer).inputs(texts)
 
 
 def _deep_inputs(inputs):
     """The deep part's inputs: all but the n-gram ids (the token ids alone when
     nothing else is left)."""
-    deep = {k: v for k, v in inputs.items() if k != "ngram_ids"}
-    return deep if len(deep) > 1 else deep["token_ids"]
+    return model_structure({k: v for k, v in inputs.items() if k != "ngram_ids"})
 
 
 def _checkpoint_preprocessor(checkpoint, texts, sequence_length, percentile):
@@ -993,9 +1266,8 @@ def _predict(model, inputs, batch_size=256) -> np.ndarray:
 
 
 def _accuracy(model, inputs, y) -> float:
-    if wide_layer(model) is None and isinstance(inputs, dict):
-        if "segment_ids" not in inputs:
-            inputs = inputs["token_ids"]
+    if isinstance(inputs, dict):
+        inputs = model_structure(inputs)
     return float(np.mean(_predict(model, inputs).argmax(-1) == y))
 
 

@@ -16,7 +16,7 @@ strings and adds `label`.
 from __future__ import annotations
 
 from keras_attn.layers.labels import PredictedLabel
-from keras_attn.models.text import text_inputs
+from keras_attn.models.text_preprocessor import text_preprocessor
 
 __all__ = ["ctr_explain_fn", "explain_model_of", "text_explain_fn"]
 
@@ -56,7 +56,7 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
         classifier: a `HANClassifier`, a `TransformerClassifier` with
             `pooling="cls"`, or a `BertClassifier`; the last two with layers of
             their own (not `share_layers`).
-        tokenizer: its tokenizer layer.
+        tokenizer: its tokenizer layer, or its `TextPreprocessor`.
         class_names: optional list of str for `label`.
 
     Returns:
@@ -64,11 +64,12 @@ def text_explain_fn(classifier, tokenizer, class_names=None):
         sharing the classifier's weights.
     """
     explainer = explain_model_of(classifier)
+    # The classifier's inputs from raw strings, as the serving model makes them.
+    preprocessor = text_preprocessor(classifier, tokenizer)
     label = PredictedLabel(class_names, name="label")
 
     def explain(inputs):
-        # The classifier's inputs from raw strings, as the serving model makes them.
-        ids = text_inputs(classifier, tokenizer, inputs["text"])
+        ids = preprocessor(inputs["text"])
         out = dict(explainer(ids, training=False))
         out["label"] = label(out["probabilities"])
         return out

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from keras_attn._cells import is_missing, read_number
+from keras_attn._validation import check_positive_int
 from keras_attn.backend import tf
 from keras_attn.features.reader import (
     CSVFiles,
@@ -227,15 +228,7 @@ def predict_file(
         import tensorflow_text  # noqa: F401
     except ImportError:
         pass
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, int)
-        or batch_size < 1
-    ):
-        raise ValueError(
-            "`batch_size` must be a positive integer. Received: "
-            f"batch_size={batch_size!r}"
-        )
+    check_positive_int("batch_size", batch_size)
     if not isinstance(prefix, str):
         raise ValueError(f"`prefix` must be a string. Received: prefix={prefix!r}")
     export_dir = resolve_export(model)

@@ -12,6 +12,7 @@ from keras_attn.models.seq2seq import (
     START_ID,
     UNK_ID,
     Seq2Seq,
+    seq2seq_vocabularies,
 )
 
 __all__ = ["export_seq2seq"]
@@ -61,9 +62,8 @@ class _Seq2SeqServing(tf.Module):
 
 def export_seq2seq(
     model: Seq2Seq,
-    source_vocabulary,
-    target_vocabulary,
-    export_dir: str,
+    *args,
+    export_dir: str | None = None,
     max_length: int = 32,
     beam_width: int = 1,
     length_penalty: float = 0.0,
@@ -72,14 +72,37 @@ def export_seq2seq(
 
     `serving_default` takes `text` (a batch of strings) and returns `text` (the
     decoded strings, special tokens dropped) and `scores` (their log-probability).
-    Characters are split with `tf.strings.unicode_split`, looked up in a table, and
-    decoded inside the graph (greedy for `beam_width=1`, else beam search with GNMT's
-    length penalty `length_penalty`), so the export loads in TensorFlow alone.
+    Characters are split with `tf.strings.unicode_split`, looked up in a table of
+    the model's source vocabulary, and decoded inside the graph (greedy for
+    `beam_width=1`, else beam search with GNMT's length penalty `length_penalty`)
+    into its target vocabulary, so the export loads in TensorFlow alone.
+
+    Called `export_seq2seq(model, export_dir, ...)` on a `Seq2Seq` built with its
+    vocabularies. The old spelling `export_seq2seq(model, source_vocabulary,
+    target_vocabulary, export_dir, ...)` works for one release and warns.
+
+    Args:
+        model: a `Seq2Seq`.
+        export_dir: str. The folder to write, which must not exist yet.
+        max_length: int. Most characters decoded. Defaults to 32.
+        beam_width: int. 1 decodes greedily. Defaults to 1.
+        length_penalty: float. GNMT's alpha for the beam search. Defaults to 0.0.
 
     Returns:
-        `export_dir`, which must not exist yet: the SavedModel is written beside it
-        and moved in whole.
+        `export_dir`: the SavedModel is written beside it and moved in whole.
     """
+    if len(args) in (1, 3):
+        *vocabularies, given_dir = args
+    else:
+        vocabularies, given_dir = args, None
+    if given_dir is not None and export_dir is not None:
+        raise TypeError("`export_seq2seq` got two values for `export_dir`")
+    export_dir = given_dir if export_dir is None else export_dir
+    if export_dir is None:
+        raise ValueError("`export_dir` must be a folder path. Received: None")
+    source_vocabulary, target_vocabulary = seq2seq_vocabularies(
+        model, tuple(vocabularies), "export_seq2seq"
+    )
     check_positive_int("max_length", max_length)
     check_positive_int("beam_width", beam_width)
     module = _Seq2SeqServing(
