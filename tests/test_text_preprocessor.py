@@ -420,3 +420,19 @@ def test_a_text_classifier_saves_and_loads_with_its_preprocessor(kind, tmp_path)
     model.save(other)
     with pytest.raises(ValueError, match="written by `TextClassifier.save`"):
         TextClassifier.load(other)
+
+
+def test_evaluate_scores_raw_strings_through_the_preprocessor():
+    model, tokenizer = _han(wide=True)
+    classifier = TextClassifier(model, tokenizer, ["0", "1"])
+    texts, labels = TEXTS, [0, "1", 1.0, "0"]
+    probabilities = model(classifier.model_inputs(texts))["probabilities"].numpy()
+    y = np.array([0, 1, 1, 0])
+    got = classifier.evaluate(texts, labels)
+    assert got["accuracy"] == pytest.approx(np.mean(probabilities.argmax(-1) == y))
+    expected_loss = -np.mean(np.log(probabilities[np.arange(4), y]))
+    assert got["loss"] == pytest.approx(expected_loss, rel=1e-5)
+    with pytest.raises(ValueError, match=r"classes \['2'\] not among them"):
+        classifier.evaluate(texts, [0, 1, 2, 0])
+    with pytest.raises(ValueError, match="must have the same length"):
+        classifier.evaluate(texts, [0])

@@ -171,6 +171,33 @@ class TextClassifier:
         """
         return self.preprocessor(tf.constant(list(texts)))
 
+    def evaluate(self, texts, labels) -> dict:
+        """Accuracy and mean log loss on labelled raw strings, through the
+        `preprocessor` (labels read as `fit_text_classifier` reads them: "3" for
+        3 and 3.0; every one must be a class of the classifier).
+
+        Returns:
+            `{"accuracy": float, "loss": float}`.
+        """
+        _check_pairs("texts", texts, "labels", labels)
+        texts, labels = text_labels(texts, labels)
+        unknown = sorted(set(labels) - set(self.class_names))
+        if not texts or unknown:
+            raise ValueError(
+                f"`labels` must be classes of the classifier {self.class_names}. "
+                f"Received: {len(texts)} documents"
+                + (f", classes {unknown} not among them" if unknown else "")
+            )
+        index = {c: i for i, c in enumerate(self.class_names)}
+        y = np.array([index[v] for v in labels])
+        inputs = model_structure(self.preprocessor.inputs(texts))
+        probabilities = _predict(self.model, inputs)
+        chosen = np.maximum(probabilities[np.arange(len(y)), y], 1e-30)
+        return {
+            "accuracy": float(np.mean(probabilities.argmax(-1) == y)),
+            "loss": float(-np.mean(np.log(chosen))),
+        }
+
     def predict(self, texts) -> list[str]:
         """Predicted class names of a list of raw strings (an empty list gives
         an empty list)."""
