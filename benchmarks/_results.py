@@ -18,16 +18,30 @@ _HEADER = (
 
 
 def cpu_model() -> str:
-    """The CPU's model name (`/proc/cpuinfo`) and the number of cores."""
-    name = platform.processor() or platform.machine()
+    """The CPU's model name (`/proc/cpuinfo`), the number of cores and the matrix
+    extensions that decide its speeds (bfloat16 through AMX or AVX512-BF16)."""
+    name, flags = None, set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name is None:
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
                 break
     except OSError:
         pass
-    return f"{name}, {os.cpu_count()} cores"
+    name = name or platform.processor() or platform.machine()
+    known = [
+        ("avx2", "AVX2"),
+        ("avx512f", "AVX-512"),
+        ("avx512_bf16", "AVX512-BF16"),
+        ("amx_bf16", "AMX"),
+    ]
+    extensions = [label for flag, label in known if flag in flags]
+    if flags and "amx_bf16" not in flags:
+        extensions.append("no AMX")
+    return ", ".join([name, f"{os.cpu_count()} cores", *extensions])
 
 
 def machine(loads) -> str:
@@ -46,7 +60,8 @@ def write_section(name: str, body: str, command: str) -> None:
     section = (
         f"<!-- {name}:start -->\n## {name}\n\n"
         f"Command: `{command}` ({stamp}, {platform.machine()}, "
-        f"{platform.python_version()})\n\n{body.strip()}\n<!-- {name}:end -->\n"
+        f"{platform.python_version()}; {cpu_model()})\n\n{body.strip()}\n"
+        f"<!-- {name}:end -->\n"
     )
     pattern = re.compile(
         rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->\n", re.S

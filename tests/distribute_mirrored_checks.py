@@ -261,6 +261,91 @@ def bert_pretrainer_check():
     return result
 
 
+def fit_helpers_check():
+    """`fit_seq2seq`, `fit_retrieval_model` and `fit_aoa_reader` (which builds its
+    reader in the strategy's scope) train under the strategy: the batches split
+    over both replicas (a last, smaller batch of pairs left out), finite losses,
+    the weights move."""
+    from keras_attn.models import (
+        Seq2Seq,
+        build_character_vocabulary,
+        build_sequential_retrieval,
+        fit_aoa_reader,
+        fit_retrieval_model,
+        fit_seq2seq,
+    )
+    from keras_attn.text.cloze import ClozeQuestion
+
+    strategy = mirrored()
+    result = {}
+    words = ["abcd", "dcb", "bad", "cab", "acdc", "dab", "bcd", "cd", "ab"]
+    vocabulary = build_character_vocabulary(words)
+    rng = np.random.default_rng(3)
+    with strategy.scope():
+        seq2seq = Seq2Seq(
+            source_vocabulary=vocabulary,
+            target_vocabulary=vocabulary,
+            units=4,
+            embedding_dim=4,
+        )
+        retrieval = build_sequential_retrieval(
+            12, num_genres=2, history_length=4, embedding_dim=8, num_layers=1
+        )
+        retrieval.candidate_embeddings()
+    models = {"seq2seq": seq2seq, "retrieval": retrieval}
+    before = {name: [w.copy() for w in m.get_weights()] for name, m in models.items()}
+    histories = {
+        # 9 pairs, batch 4: two full batches per epoch (4 pairs per replica each).
+        "seq2seq": fit_seq2seq(
+            seq2seq, words, [w[::-1] for w in words], batch_size=4, epochs=1
+        ),
+        "retrieval": fit_retrieval_model(
+            retrieval,
+            {
+                "history": rng.integers(0, 13, (32, 4)).astype("int32"),
+                "item": rng.integers(1, 13, 32).astype("int32"),
+            },
+            epochs=1,
+            batch_size=8,
+            verbose=0,
+            jit_compile=False,
+        ),
+    }
+    tokens = ["[PAD]", "[UNK]", "@placeholder"] + [f"w{i}" for i in range(20)]
+    questions = [
+        ClozeQuestion(
+            document=[f"w{(i + j) % 20}" for j in range(8)],
+            query=["w1", "@placeholder", "w3"],
+            candidates=[f"w{i % 20}", f"w{(i + 1) % 20}"],
+            answer=0,
+        )
+        for i in range(8)
+    ]
+    aoa = fit_aoa_reader(
+        questions,
+        questions[:4],
+        tokens,
+        epochs=1,
+        batch_size=4,
+        embedding_dim=4,
+        units=4,
+        strategy=strategy,
+        jit_compile=False,
+    )
+    histories["aoa"] = aoa.history
+    result["aoa_replicas"] = aoa.model.distribute_strategy.num_replicas_in_sync
+    for name, history in histories.items():
+        result[f"{name}_loss"] = float(history.history["loss"][-1])
+    for name, m in models.items():
+        result[f"{name}_moved"] = moved(before[name], m.get_weights())
+    result["ok"] = bool(
+        all(np.isfinite(result[f"{name}_loss"]) for name in histories)
+        and all(result[f"{name}_moved"] > 0 for name in models)
+        and result["aoa_replicas"] == 2
+    )
+    return result
+
+
 def raw_fit_check():
     """`model.fit`, `evaluate` and `predict` of a CTR model on raw rows under the
     strategy (Keras 3.15 built it from the first batch averaged over the replicas,
@@ -299,6 +384,7 @@ CHECKS = {
     "han": han_check,
     "fit_text_classifier": fit_text_check,
     "bert_pretrainer": bert_pretrainer_check,
+    "fit_helpers": fit_helpers_check,
     "raw_fit": raw_fit_check,
 }
 

@@ -26,6 +26,8 @@ STEP_CHECKS = (
     pytest.param("han", marks=pytest.mark.full_tier),
     "fit_text_classifier",
     pytest.param("bert_pretrainer", marks=pytest.mark.full_tier),
+    # fit_seq2seq, fit_retrieval_model, fit_aoa_reader: each trains on both replicas.
+    "fit_helpers",
 )
 
 

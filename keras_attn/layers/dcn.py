@@ -1,4 +1,5 @@
-"""FeatureCross: the cross network of DCN-v2, full rank or low rank."""
+"""FeatureCross: the cross network of DCN-v2, full rank, low rank, or a mixture of
+low-rank experts."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ class FeatureCross(Layer):
     shape `(dim, r)`): `x_0 ⊙ (U_l (V_l^T x_l) + b_l) + x_l`, `2 * dim * r`
     weights instead of `dim^2`.
 
+    With `num_experts=k > 1` each layer is DCN-v2's mixture of low-rank experts
+    (the paper's DCN-Mix, section 5.2): `x_{l+1} = x_0 ⊙ (Σ_i G_i(x_l) E_i(x_l) +
+    b_l) + x_l` with the experts `E_i(x) = U_i g(C_i g(V_i^T x))` (`V_i`, `U_i` of
+    rank `projection_dim`, `C_i` of shape `(r, r)`, `g` the `activation`) and the
+    gates `G(x) = softmax(x W_g)` over the experts (`W_g` of shape `(dim, k)`, one
+    per layer, not regularized). The gates sum to one, so the experts' common bias
+    is one `b_l` per layer, as in `num_experts=1`.
+
     A rank-3 input `(batch, fields, dim)` (field embeddings, as `CTRModel` passes
     to its `interaction` layers) is crossed as its flat `(batch, fields * dim)`
     vector and returned in its own shape, so the layer stacks with
@@ -48,6 +57,11 @@ class FeatureCross(Layer):
         bias_initializer: initializer of `b_l`. Defaults to "zeros".
         kernel_regularizer: optional regularizer of the kernels.
         bias_regularizer: optional regularizer of the biases.
+        num_experts: int. Low-rank experts per layer; above 1, the mixture
+            (needs `projection_dim`). 1 (or None) is the plain cross above, with
+            its weights. Defaults to 1.
+        activation: str or callable. The experts' nonlinearity `g` (used only
+            when `num_experts > 1`). Defaults to "tanh" (DeepCTR's `CrossNetMix`).
 
     Call arguments:
         inputs: `x_0`, `(batch, dim)` or `(batch, fields, dim)`.
@@ -64,6 +78,9 @@ class FeatureCross(Layer):
     >>> cross = FeatureCross(num_layers=2, projection_dim=4)
     >>> cross(np.ones((3, 39, 16), "float32")).shape
     TensorShape([3, 39, 16])
+    >>> mixture = FeatureCross(num_layers=2, projection_dim=4, num_experts=3)
+    >>> mixture(np.ones((3, 10), "float32")).shape
+    TensorShape([3, 10])
     """
 
     def __init__(
@@ -75,6 +92,8 @@ class FeatureCross(Layer):
         bias_initializer="zeros",
         kernel_regularizer=None,
         bias_regularizer=None,
+        num_experts: int | None = 1,
+        activation="tanh",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,6 +106,23 @@ class FeatureCross(Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.num_experts = check_positive_int(
+            "num_experts", 1 if num_experts is None else num_experts
+        )
+        if self.num_experts > 1 and self.projection_dim is None:
+            raise ValueError(
+                "`projection_dim` must be a positive integer when `num_experts` > 1 "
+                "(the experts are low rank). Received: projection_dim=None, "
+                f"num_experts={num_experts!r}"
+            )
+        try:
+            self._activation_fn = keras.activations.get(activation)
+        except (ValueError, TypeError) as error:
+            raise ValueError(
+                "`activation` must be a Keras activation (a name or a callable). "
+                f"Received: activation={activation!r}"
+            ) from error
+        self.activation = activation
         self.supports_masking = True
 
     def build(self, inputs_shape):
@@ -97,15 +133,30 @@ class FeatureCross(Layer):
                 f"known sizes. Received: inputs.shape={tuple(shape)}"
             )
         dim = shape[1] if len(shape) == 2 else shape[1] * shape[2]
+        experts, rank = self.num_experts, self.projection_dim
         if self.projection_dim is None:
             factors = [("kernel", (dim, dim))]
+        elif experts > 1:  # per expert: x @ V_i, g, @ C_i, g, @ U_i
+            factors = [
+                ("down_kernel", (experts, dim, rank)),
+                ("middle_kernel", (experts, rank, rank)),
+                ("up_kernel", (experts, rank, dim)),
+            ]
         else:  # x @ V (dim, r) @ U^T (r, dim): the low-rank W = U V^T
             factors = [
                 ("down_kernel", (dim, self.projection_dim)),
                 ("up_kernel", (self.projection_dim, dim)),
             ]
-        self.kernels, self.biases = [], []
+        self.kernels, self.biases, self.gate_kernels = [], [], []
         for layer in range(self.num_layers):
+            if experts > 1:
+                self.gate_kernels.append(
+                    self.add_weight(
+                        name=f"gate_kernel_{layer}",
+                        shape=(dim, experts),
+                        initializer=clone_initializer(self.kernel_initializer),
+                    )
+                )
             self.kernels.append(
                 [
                     self.add_weight(
@@ -149,9 +200,12 @@ class FeatureCross(Layer):
             x = None if x is None else tf.reshape(x, flat)
         x = x0 if x is None else x
         for layer, factors in enumerate(self.kernels):
-            projected = x
-            for kernel in factors:
-                projected = tf.matmul(projected, tf.cast(kernel, x.dtype))
+            if self.num_experts > 1:
+                projected = self._mixture(x, factors, self.gate_kernels[layer])
+            else:
+                projected = x
+                for kernel in factors:
+                    projected = tf.matmul(projected, tf.cast(kernel, x.dtype))
             if self.use_bias:
                 projected += tf.cast(self.biases[layer], x.dtype)
             x = x0 * projected + x
@@ -160,6 +214,18 @@ class FeatureCross(Layer):
             if real is not None:
                 x *= real
         return x
+
+    def _mixture(self, x, factors, gate_kernel):
+        """Σ_i G_i(x) E_i(x) for one layer: (batch, dim)."""
+        down, middle, up = (tf.cast(k, x.dtype) for k in factors)
+        g = self._activation_fn
+        hidden = g(tf.einsum("bd,edr->ber", x, down))  # (batch, experts, rank)
+        hidden = g(tf.einsum("ber,ers->bes", hidden, middle))
+        experts = tf.einsum("ber,erd->bed", hidden, up)  # (batch, experts, dim)
+        # Softmax in float32 at least: float16 logits of wide inputs overflow.
+        logits = tf.matmul(x, tf.cast(gate_kernel, x.dtype))  # (batch, experts)
+        gates = tf.cast(tf.nn.softmax(tf.cast(logits, "float32")), x.dtype)
+        return tf.einsum("be,bed->bd", gates, experts)
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -179,5 +245,9 @@ class FeatureCross(Layer):
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "kernel_regularizer": regularizer(self.kernel_regularizer),
             "bias_regularizer": regularizer(self.bias_regularizer),
+            "num_experts": self.num_experts,
+            "activation": self.activation
+            if isinstance(self.activation, str)
+            else keras.activations.serialize(self.activation),
         }
         return {**super().get_config(), **config}

@@ -14,7 +14,6 @@ import numpy as np
 from keras_attn import distribute, training
 from keras_attn._validation import (
     check_choice,
-    check_int,
     check_positive_int,
     check_rate,
 )
@@ -564,8 +563,8 @@ def fit_aoa_reader(
         )
     if mixed_precision is not None:
         check_mixed_precision(mixed_precision)
-    check_int("seed", seed, minimum=0)
-    keras.utils.set_random_seed(seed)
+    # Seeded before the reader is built: its initial weights too.
+    epoch_seeds = training.seed_run(seed)
     start = time.perf_counter()
     vocabulary = list(vocabulary)
     length = None
@@ -597,7 +596,6 @@ def fit_aoa_reader(
         jit_compile=jit_compile,
         jit_default=None,
         callbacks=callbacks,
-        seed=seed,
     )
     train_x, train_y = encode_cloze(train_questions, vocabulary, length, length)
     test_x, test_y = encode_cloze(test_questions, vocabulary, length, length)
@@ -616,7 +614,7 @@ def fit_aoa_reader(
         epochs=epochs,
         steps_per_epoch=-(-len(train_y) // batch_size),
         verbose=verbose,
-        callbacks=options.callbacks,
+        callbacks=[epoch_seeds, *options.callbacks],
     )
     probabilities = model.predict(test_ds.map(lambda x, y: x), verbose=0)[
         "probabilities"

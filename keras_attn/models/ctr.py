@@ -723,6 +723,7 @@ def build_ctr_model(
     use_residual: bool = True,
     cross_layers: int = 0,
     cross_projection_dim: int | None = None,
+    cross_num_experts: int = 1,
     linear: bool = False,
     din_hidden_units: Sequence[int] = (80, 40),
     din_activation: str = "dice",
@@ -777,6 +778,9 @@ def build_ctr_model(
             flat fields, after the interacting layers. Defaults to 0.
         cross_projection_dim: int or None. Rank of the cross layers' matrices;
             None is full rank. Defaults to None.
+        cross_num_experts: int. Low-rank experts per cross layer (DCN-v2's
+            mixture, DCN-Mix; needs `cross_projection_dim`); 1 is one matrix per
+            layer. Defaults to 1.
         linear: bool. A linear part per task beside the deep part (see
             `CTRModel`). Defaults to False.
         din_hidden_units: list of int. DIN activation unit sizes. Defaults to
@@ -831,6 +835,13 @@ def build_ctr_model(
         check_bool("use_residual", use_residual)
         check_int("interacting_layers", interacting_layers, minimum=0)
         check_int("cross_layers", cross_layers, minimum=0)
+        check_positive_int("cross_num_experts", cross_num_experts)
+        if cross_layers and cross_num_experts > 1 and cross_projection_dim is None:
+            raise ValueError(
+                "`cross_projection_dim` must be a positive integer when "
+                "`cross_num_experts` > 1 (the experts are low rank). Received: "
+                f"cross_projection_dim=None, cross_num_experts={cross_num_experts!r}"
+            )
         interaction = [
             InteractingLayer(
                 num_heads=num_heads,
@@ -845,6 +856,7 @@ def build_ctr_model(
                 FeatureCross(
                     num_layers=cross_layers,
                     projection_dim=cross_projection_dim,
+                    num_experts=cross_num_experts,
                     name="feature_cross",
                 )
             )
