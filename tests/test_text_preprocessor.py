@@ -390,3 +390,49 @@ def test_the_wide_and_mix_stages_alone():
     assert mix["wide_refit_documents"] == 16
     # The mix is folded into the weights: the wide kernel is refitted and scaled.
     assert not np.allclose(net.wide.kernel.numpy(), kernel)
+
+
+@pytest.mark.generation_specific
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["han", "bert"])
+def test_a_text_classifier_saves_and_loads_with_its_preprocessor(kind, tmp_path):
+    if kind == "han":
+        model, tokenizer = _han(wide=True)
+    else:
+        model, tokenizer = _bert(wide=True, checkpoint=True)
+    classifier = TextClassifier(model, tokenizer, ["neg", "pos"])
+    path = tmp_path / "classifier.keras"
+    classifier.save(path)
+    loaded = TextClassifier.load(path)
+    assert type(loaded.preprocessor) is type(classifier.preprocessor)
+    assert loaded.tokenizer is loaded.preprocessor.tokenizer
+    assert loaded.preprocessor.get_config() == classifier.preprocessor.get_config()
+    assert loaded.class_names == ["neg", "pos"]
+    assert type(loaded.model) is type(model)
+    expected = classifier.serving_model()({"text": tf.constant(TEXTS)})
+    got = loaded.serving_model()({"text": tf.constant(TEXTS)})
+    np.testing.assert_allclose(
+        got["probabilities"], expected["probabilities"], atol=1e-6
+    )
+    assert loaded.predict(TEXTS) == classifier.predict(TEXTS)
+    # Any other file is refused with what it holds.
+    other = tmp_path / "other.keras"
+    model.save(other)
+    with pytest.raises(ValueError, match="written by `TextClassifier.save`"):
+        TextClassifier.load(other)
+
+
+def test_evaluate_scores_raw_strings_through_the_preprocessor():
+    model, tokenizer = _han(wide=True)
+    classifier = TextClassifier(model, tokenizer, ["0", "1"])
+    texts, labels = TEXTS, [0, "1", 1.0, "0"]
+    probabilities = model(classifier.model_inputs(texts))["probabilities"].numpy()
+    y = np.array([0, 1, 1, 0])
+    got = classifier.evaluate(texts, labels)
+    assert got["accuracy"] == pytest.approx(np.mean(probabilities.argmax(-1) == y))
+    expected_loss = -np.mean(np.log(probabilities[np.arange(4), y]))
+    assert got["loss"] == pytest.approx(expected_loss, rel=1e-5)
+    with pytest.raises(ValueError, match=r"classes \['2'\] not among them"):
+        classifier.evaluate(texts, [0, 1, 2, 0])
+    with pytest.raises(ValueError, match="must have the same length"):
+        classifier.evaluate(texts, [0])

@@ -16,6 +16,7 @@ import numpy as np
 from keras_attn import distribute, training
 from keras_attn._validation import check_choice, check_folder, check_int
 from keras_attn.backend import keras, tf
+from keras_attn.layers.labels import PredictedLabel
 from keras_attn.models.bert import BertBackbone, BertClassifier
 from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.bert_pretraining import (
@@ -129,6 +130,38 @@ class TextClassifier:
         `keras_attn.serving.export(classifier, base_dir)` exports it."""
         return build_text_serving_model(self.model, self.preprocessor, self.class_names)
 
+    def save(self, filepath) -> None:
+        """Writes the classifier to one `.keras` file: its serving model, which
+        holds the preprocessor, the model and the class names
+        (`TextClassifier.load` reads it back; `history` and `settings` are not
+        kept)."""
+        self.serving_model().save(filepath)
+
+    @classmethod
+    def load(cls, filepath) -> TextClassifier:
+        """The classifier `save` wrote: its model, `preprocessor` (and so its
+        `tokenizer`) and class names, restored from their configs and weights."""
+        serving = keras.models.load_model(filepath)
+        layers = {type(layer): layer for layer in serving.layers}
+        preprocessor = next(
+            (x for x in layers.values() if isinstance(x, TextPreprocessor)), None
+        )
+        model = next((x for x in layers.values() if isinstance(x, keras.Model)), None)
+        if preprocessor is None or model is None or PredictedLabel not in layers:
+            names = sorted(t.__name__ for t in layers)
+            raise ValueError(
+                "`filepath` must be a file written by `TextClassifier.save` (a "
+                "serving model with a TextPreprocessor). Received: "
+                f"filepath={str(filepath)!r} with layers {names}"
+            )
+        class_names = layers[PredictedLabel].class_names
+        return cls(
+            model,
+            preprocessor.tokenizer,
+            list(class_names) if class_names is not None else None,
+            preprocessor=preprocessor,
+        )
+
     def model_inputs(self, texts):
         """The model's inputs for raw strings (`preprocessor`'s): token ids, and
         n-gram ids when wide (a BertClassifier: token ids and segment ids).
@@ -137,6 +170,33 @@ class TextClassifier:
         it takes).
         """
         return self.preprocessor(tf.constant(list(texts)))
+
+    def evaluate(self, texts, labels) -> dict:
+        """Accuracy and mean log loss on labelled raw strings, through the
+        `preprocessor` (labels read as `fit_text_classifier` reads them: "3" for
+        3 and 3.0; every one must be a class of the classifier).
+
+        Returns:
+            `{"accuracy": float, "loss": float}`.
+        """
+        _check_pairs("texts", texts, "labels", labels)
+        texts, labels = text_labels(texts, labels)
+        unknown = sorted(set(labels) - set(self.class_names))
+        if not texts or unknown:
+            raise ValueError(
+                f"`labels` must be classes of the classifier {self.class_names}. "
+                f"Received: {len(texts)} documents"
+                + (f", classes {unknown} not among them" if unknown else "")
+            )
+        index = {c: i for i, c in enumerate(self.class_names)}
+        y = np.array([index[v] for v in labels])
+        inputs = model_structure(self.preprocessor.inputs(texts))
+        probabilities = _predict(self.model, inputs)
+        chosen = np.maximum(probabilities[np.arange(len(y)), y], 1e-30)
+        return {
+            "accuracy": float(np.mean(probabilities.argmax(-1) == y)),
+            "loss": float(-np.mean(np.log(chosen))),
+        }
 
     def predict(self, texts) -> list[str]:
         """Predicted class names of a list of raw strings (an empty list gives
