@@ -52,7 +52,11 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
         none,nonlinear,linear [--patience 2] [--epochs 10]
 
 Each measurement is kept in benchmarks/bench_text_runs.json (so data sets can run in
-separate processes); the RESULTS.md table shows every measurement there. `--quick`
+separate processes); the RESULTS.md table shows every measurement there. A run
+replaces its own rows (data set, model) and keeps every other, under a lock, in the
+checkout it runs from: runs in two checkouts write two copies, which meet only in a
+git merge. Where that merge conflicts in the json, keep the union of both sides'
+rows (never one side whole: the other's rows would go), then `--table-only`. `--quick`
 fits on at most 400 documents for at most 2 epochs (a smoke run; writes nothing).
 
 `--value-transforms` answers issue 16's open question on HAN's values (section
@@ -573,12 +577,16 @@ def select_wide_training(names, modes, verbose=0) -> str:
 
 
 def _record(name, key, result) -> dict:
-    """Stores one measurement in RUNS (locked: data sets may run in parallel)."""
+    """Stores one measurement in RUNS, its row (data set, model) replaced and every
+    other kept, and rewrites the RESULTS.md table from them all. Both under one
+    lock: processes in one checkout (data sets or models run in parallel) each add
+    their rows, and the last table written shows every row."""
     with open(RUNS.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         runs = json.loads(RUNS.read_text()) if RUNS.exists() else {}
         runs.setdefault(name, {})[key] = result
         RUNS.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+        _write_table(runs)
     return runs
 
 
@@ -888,7 +896,7 @@ def main(argv=None) -> int:
             print(f"  {key}: {_cell(result)} {result.get('settings', '')}", flush=True)
             if write:
                 # Written after each fit, so an interrupted run keeps what it has.
-                _write_table(_record(name, key, result))
+                _record(name, key, result)
     return 0
 
 

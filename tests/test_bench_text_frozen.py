@@ -34,3 +34,30 @@ def test_choose_c_scores_the_carved_part_only():
     best, scores = bench_text.choose_c(features, labels, carve, (1e-6, 1.0, 100.0))
     assert scores == {1e-6: 0.5, 1.0: 1.0, 100.0: 1.0}
     assert best == 1.0  # the tie goes to the smaller C
+
+
+def test_record_adds_rows_and_keeps_the_others(monkeypatch, tmp_path):
+    from benchmarks import _results
+
+    monkeypatch.setattr(bench_text, "RUNS", tmp_path / "runs.json")
+    monkeypatch.setattr(_results, "RESULTS", tmp_path / "RESULTS.md")
+    (tmp_path / "RESULTS.md").write_text("# Results\n\n## other\n\nkept\n")
+
+    def row(correct):
+        hits = [1] * correct + [0] * (4 - correct)
+        return {"correct": correct, "n": 4, "seconds": 1.0, "hits": hits}
+
+    # Two processes' rows on one data set (as the fine-tuned and frozen runs).
+    bench_text._record("ag_news", "tfidf", row(2))
+    bench_text._record("ag_news", "bert_finetuned", row(3))
+    runs = bench_text._record("ag_news", "bert_frozen", row(4))
+    assert sorted(runs["ag_news"]) == ["bert_finetuned", "bert_frozen", "tfidf"]
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "kept" in text
+    for key in ("tfidf", "bert_finetuned", "bert_frozen"):
+        assert bench_text.LABELS[key] in text
+    # A model measured again replaces its own row only.
+    bench_text._record("ag_news", "tfidf", row(1))
+    stored = bench_text.json.loads((tmp_path / "runs.json").read_text())
+    assert stored["ag_news"]["tfidf"]["correct"] == 1
+    assert stored["ag_news"]["bert_frozen"]["correct"] == 4
