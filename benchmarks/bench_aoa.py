@@ -215,7 +215,7 @@ def run(args) -> dict:
             accuracy=result.test_accuracy,
             hits=result.test_predictions == answers,
             seconds=result.seconds,
-            loss=float(result.history["loss"][-1]),
+            loss=float(result.history.history["loss"][-1]),
         )
         print(f"  {scored} accuracy {result.test_accuracy:.4f}", flush=True)
     baseline = most_frequent_candidate(test) == answers

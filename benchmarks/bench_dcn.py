@@ -21,13 +21,18 @@ default DNN of 256-128-64 ReLU units (on top of the crosses in keras_attn, besid
 them in DeepCTR), embeddings initialized with a normal of deviation 1e-4
 (DeepCTR's default) or 1e-2, and for keras_attn full-rank crosses or rank 32.
 Chosen: DCNMix with three crosses, no DNN, deviation 1e-4; keras_attn with three
-full-rank crosses, no DNN, deviation 1e-2 (the DNN lowered both libraries'
+full-rank crosses, no DNN, deviation 1e-2, and DCNMix's linear part
+(bench_dcn_validation_linear) (the DNN lowered both libraries'
 validation AUC by 0.03-0.04). Before that study the test run with DeepCTR's
 defaults (two crosses of rank 32 and the DNN, deviation 1e-4, for both) gave
 keras_attn's test AUC 0.6734 against DCNMix's 0.6845, paired difference -0.0110
 (-0.0211 to -0.0010); after the first round (three rank-32 crosses, no DNN, for
 both) 0.7089 against 0.7186, -0.0097 (-0.0186 to -0.0008); fit wall time 0.18x and
-0.14x (2026-12-05, AMD EPYC, load 4.6-6.7).
+0.14x (2026-12-05, AMD EPYC, load 4.6-6.7). DCNMix's own cross, the mixture of 4
+low-rank experts (`FeatureCross(num_experts=4)`, tanh), was then validated for
+keras_attn too (bench_dcn_validation_mixture and _2, all with the linear part:
+deviations 1e-4 and 1e-2, 2-4 layers, 4 or 8 experts, tanh or ReLU): 0.7335-0.7384,
+below the full-rank crosses' 0.7393 on the same seeds, so the choice stays.
 DeepCTR's inputs are encoded with keras_attn's vocabularies (outside its timing).
 
 Test AUC per initialization seed with its DeLong 95% interval, and the paired
@@ -70,7 +75,7 @@ CONFIG = dict(
     embedding_dim=16,
     cross_layers=2,
     rank=32,
-    num_experts=4,  # DeepCTR's mixture only
+    num_experts=4,  # DCNMix's mixture; keras_attn's in the variants with `mixture`
     dnn=(256, 128, 64),
     lr=1e-3,
     batch=256,
@@ -94,7 +99,30 @@ VARIANTS = {
     "3 full-rank crosses, init 1e-2, linear": dict(
         cross_layers=3, dnn=(), rank=None, init_std=1e-2, linear=True
     ),
+    # DCNMix's own cross in keras_attn: each layer a mixture of `num_experts`
+    # rank-32 experts with tanh (`FeatureCross(num_experts=4)`), and the linear part.
+    "3 crosses, mixture, linear": dict(
+        cross_layers=3, dnn=(), mixture=True, linear=True
+    ),
+    "3 crosses, mixture, init 1e-2, linear": dict(
+        cross_layers=3, dnn=(), mixture=True, init_std=1e-2, linear=True
+    ),
+    "2 crosses, mixture, init 1e-2, linear": dict(
+        cross_layers=2, dnn=(), mixture=True, init_std=1e-2, linear=True
+    ),
+    "3 crosses, mixture of 8, linear": dict(
+        cross_layers=3, dnn=(), mixture=True, num_experts=8, linear=True
+    ),
+    "4 crosses, mixture, linear": dict(
+        cross_layers=4, dnn=(), mixture=True, linear=True
+    ),
+    "3 crosses, mixture, ReLU, linear": dict(
+        cross_layers=3, dnn=(), mixture=True, activation="relu", linear=True
+    ),
 }
+#: keras_attn-only parts: full rank (DCNMix's experts are low rank), the linear part
+#: (DCNMix always has one), the mixture switch (DCNMix is always a mixture).
+KERAS_ATTN_ONLY = {"rank": None, "linear": True, "mixture": True}
 #: Each library's variant of best validation AUC (RESULTS.md: bench_dcn_validation).
 CHOSEN = {
     "keras_attn": "3 full-rank crosses, init 1e-2, linear",
@@ -154,6 +182,8 @@ def run_keras_attn(
             FeatureCross(
                 num_layers=config["cross_layers"],
                 projection_dim=config["rank"],
+                num_experts=config["num_experts"] if config.get("mixture") else 1,
+                activation=config.get("activation", "tanh"),
                 kernel_regularizer=keras.regularizers.L2(config["l2_cross"]),
             )
         ],
@@ -248,9 +278,9 @@ def validate(argv) -> int:
         for seed in range(args.seeds):
             for library in ("deepctr", "keras_attn"):
                 for variant in args.variants:
-                    if (
-                        library == "deepctr"
-                        and VARIANTS[variant].get("rank", 1) is None
+                    if library == "deepctr" and any(
+                        key in VARIANTS[variant] and VARIANTS[variant][key] == value
+                        for key, value in KERAS_ATTN_ONLY.items()
                     ):
                         continue
                     r = run_process(

@@ -158,8 +158,8 @@ def run(args) -> dict:
     for attention in args.attention:
         keras.utils.set_random_seed(0)
         model = build_seq2seq(
-            len(source_vocabulary),
-            len(target_vocabulary),
+            source_vocabulary=source_vocabulary,
+            target_vocabulary=target_vocabulary,
             attention=attention,
             cell="lstm",
             units=args.units,
@@ -174,8 +174,6 @@ def run(args) -> dict:
             model,
             train_src,
             train_tgt,
-            source_vocabulary,
-            target_vocabulary,
             epochs=args.epochs,
             batch_size=args.batch_size,
             learning_rate=args.learning_rate,
