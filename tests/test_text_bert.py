@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-import keras_attn.models.text_classifier as text_classifier
+import keras_attn.models.text_deep as text_deep
 from keras_attn.backend import tf
 from keras_attn.cli import main
 from keras_attn.layers import SegmentIds
@@ -61,9 +61,9 @@ class _Spies:
     def __init__(self, monkeypatch):
         self.corpora, self.datasets, self.encoders = [], [], []
         self.before = self.after = self.at_fine_tuning = self.fine_tuned = None
-        real_data = text_classifier.pretraining_dataset
-        real_fit = text_classifier.fit_bert_pretrainer
-        real_compile = text_classifier.compile_text_classifier
+        real_data = text_deep.pretraining_dataset
+        real_fit = text_deep.fit_bert_pretrainer
+        real_compile = text_deep.compile_text_classifier
 
         def data(corpus, tokenizer, **kwargs):
             ds = real_data(corpus, tokenizer, **kwargs)
@@ -84,9 +84,16 @@ class _Spies:
             self.at_fine_tuning = _weights(model.backbone)
             return real_compile(model, **kwargs)
 
-        monkeypatch.setattr(text_classifier, "pretraining_dataset", data)
-        monkeypatch.setattr(text_classifier, "fit_bert_pretrainer", fit)
-        monkeypatch.setattr(text_classifier, "compile_text_classifier", compile_)
+        # Patched where the stages look them up (`_pretrain` and `_deep_stage`);
+        # the tests assert every spy was called, so a patch elsewhere fails them.
+        monkeypatch.setattr(text_deep, "pretraining_dataset", data)
+        monkeypatch.setattr(text_deep, "fit_bert_pretrainer", fit)
+        monkeypatch.setattr(text_deep, "compile_text_classifier", compile_)
+
+    def assert_called(self, classifier):
+        assert self.corpora and self.datasets  # pretraining_dataset
+        assert self.encoders == [classifier.model.backbone]  # fit_bert_pretrainer
+        assert self.fine_tuned is classifier.model  # compile_text_classifier
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +110,7 @@ def carved():
 @pytest.mark.slow
 def test_pretraining_reads_only_the_training_documents(carved):
     clf, spies = carved
+    spies.assert_called(clf)
     carved_off = set(clf.validation_indices.tolist())
     training = [t for i, t in enumerate(TEXTS) if i not in carved_off]
     assert len(carved_off) == 10
@@ -163,6 +171,7 @@ def test_given_validation_texts_are_never_pretrained_on(monkeypatch):
         **TINY,
     )
     assert clf.validation_indices is None
+    spies.assert_called(clf)
     assert spies.corpora == [TEXTS[:30]]  # no counting pass with pretrain_steps
     assert clf.settings["pretraining"]["steps_per_epoch"] == 1
     assert clf.settings["pretraining"]["batches_per_pass"] is None

@@ -651,7 +651,7 @@ def _add_text(kinds) -> None:
         "the validation part; residual: the deep part on top of the frozen wide "
         "part; joint: both together",
     )
-    widths = " (default: keras_attn.models.text_classifier.MODEL_DEFAULTS)"
+    widths = " (default: keras_attn.models.text_kinds.MODEL_DEFAULTS)"
     p.add_argument(
         "--embedding-dim",
         type=positive,

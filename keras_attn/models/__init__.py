@@ -65,11 +65,8 @@ from keras_attn.models.text import (
     compile_text_classifier,
     wide_layer,
 )
-from keras_attn.models.text_classifier import (
-    TextClassifier,
-    corpus_limits,
-    fit_text_classifier,
-)
+from keras_attn.models.text_classifier import TextClassifier, fit_text_classifier
+from keras_attn.models.text_limits import corpus_limits
 from keras_attn.models.text_preprocessor import (
     BertTextPreprocessor,
     HANTextPreprocessor,

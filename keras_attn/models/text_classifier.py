@@ -1,14 +1,16 @@
 """One call from raw documents to a trained text classifier (used by the CLI, the
 quickstart, the benchmark and the notebooks): `fit_text_classifier` returns a
 `TextClassifier`, the model with its preprocessor and class names
-(`keras_attn.serving.export` writes one for TF Serving). The model kinds it trains
-are the rows of `TEXT_MODELS` and `PRETRAINED_MODELS` (`TextModelKind`), walked by
-one recipe of stages."""
+(`keras_attn.serving.export` writes one for TF Serving).
+
+The model kinds it trains are the rows of `TEXT_MODELS` and `PRETRAINED_MODELS`
+(`TextModelKind`, in `text_kinds`), walked by one recipe of stages: the limits read
+off the corpus (`text_limits`), the wide part fitted and mixed (`text_wide`), the
+deep part pretrained and trained (`text_deep`). Their names are importable from
+here too."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,46 +19,75 @@ from keras_attn import distribute, training
 from keras_attn._validation import check_choice, check_folder, check_int
 from keras_attn.backend import keras, tf
 from keras_attn.layers.labels import PredictedLabel
-from keras_attn.models.bert import BertBackbone, BertClassifier
-from keras_attn.models.bert_preprocessor import BertPreprocessor
-from keras_attn.models.bert_pretraining import (
-    BertPretrainer,
-    compile_bert_pretrainer,
-    fit_bert_pretrainer,
-)
-from keras_attn.models.classifier_head import deep_part_model, wide_part_model
-from keras_attn.models.han import build_han_classifier
+from keras_attn.models.bert_pretraining import BertPretrainer
 from keras_attn.models.hf_checkpoint import HFCheckpoint
-from keras_attn.models.text import (
-    build_text_serving_model,
-    compile_text_classifier,
-    wide_layer,
+from keras_attn.models.text import build_text_serving_model, wide_layer
+
+# The names moved out of this module stay importable from it (the benchmarks and
+# tests import private ones too): hence the noqa on what this module does not use.
+from keras_attn.models.text_deep import (  # noqa: F401
+    _NO_DECAY,
+    FINE_TUNING,
+    _deep_inputs,
+    _deep_optimizer,
+    _deep_stage,
+    _metric_prefixed,
+    _predict,
+    _pretrain,
+)
+from keras_attn.models.text_kinds import (  # noqa: F401
+    MODEL_DEFAULTS,
+    MODELS,
+    PRETRAINED_MODELS,
+    TEXT_MODELS,
+    TextFit,
+    TextModelKind,
+    _bert_model,
+    _bert_preprocessor,
+    _checkpoint_preprocessor,
+    _han_model,
+    _han_preprocessor,
+    _names,
+    _pretrained_bert_model,
+    _pretrained_bert_preprocessor,
+    _pretrained_classifier,
+    _sequence_tokenizer,
+    _transformer_model,
+    _transformer_preprocessor,
+    _vocabulary,
+    text_model_kind,
+)
+from keras_attn.models.text_limits import (  # noqa: F401
+    LIMIT_CAPS,
+    _vocabulary_limits,
+    corpus_limits,
 )
 from keras_attn.models.text_preprocessor import (
-    BertTextPreprocessor,
-    HANTextPreprocessor,
     TextPreprocessor,
-    TransformerTextPreprocessor,
     model_structure,
     text_preprocessor,
 )
-from keras_attn.models.transformer_classifier import build_transformer_classifier
-from keras_attn.optimizers import FusedAdamW, LinearWarmUpDecay
+from keras_attn.models.text_wide import (  # noqa: F401
+    _MIX_TEMPERATURES,
+    _MIX_WEIGHTS,
+    WIDE_DEFAULTS,
+    WIDE_FIT,
+    WIDE_JOINT,
+    WIDE_TRAININGS,
+    _choose_mix,
+    _fit_wide_part,
+    _fold_mix,
+    _mix_stage,
+    _resolve_wide,
+    _wide_settings,
+    _wide_stage,
+)
 from keras_attn.precision import (
     check_mixed_precision,
     policy_scope,
     resolve_jit_compile,
 )
 from keras_attn.text.labels import early_stopping_split, text_labels
-from keras_attn.text.ngrams import HashedNgrams
-from keras_attn.text.pretraining import pretraining_dataset
-from keras_attn.text.tokenizers import (
-    SentenceTokenizer,
-    Tokenizer,
-    build_vocabulary,
-    split_sentences,
-    split_words,
-)
 
 __all__ = [
     "FINE_TUNING",
@@ -76,20 +107,6 @@ __all__ = [
     "fit_text_classifier",
     "text_model_kind",
 ]
-
-#: Upper bounds of the limits `corpus_limits` reads off a corpus (memory and time
-#: on a CPU): HAN reads at most `han_tokens` = sentences x words per document.
-LIMIT_CAPS = {
-    "max_sentences": 48,
-    "max_words": 40,
-    "han_tokens": 1024,
-    "sequence_length": 512,
-    "max_ngrams": 4096,
-    # "bert" (WordPiece, [CLS] and [SEP] included): a training step of MODEL_DEFAULTS
-    # ["bert"] at 512 tokens took 5-7x one at 256 on 2 CPU cores (3.8 s vs 0.55-0.76
-    # s, batches of 32).
-    "bert_tokens": 256,
-}
 
 
 #: Texts per call of `TextClassifier.predict`'s function (bounds its memory).
@@ -239,628 +256,6 @@ def _check_pairs(x_name, xs, y_name, ys):
             f"`{x_name}` and `{y_name}` must have the same length. Received: "
             f"{len(xs)} {x_name} and {len(ys)} {y_name}"
         )
-
-
-#: Model widths `fit_text_classifier` uses unless given (`**model_kwargs`). HAN's are
-#: the paper's (embedding 100, GRU 50, attention 100): on an inner split of
-#: review_polarity's fitting part HAN alone reached 0.785 with them against 0.746
-#: with 64/25/50, in about 4 minutes on 2 CPU cores (benchmarks/RESULTS.md,
-#: bench_text_select_wide_training). The Transformer is one CPU-sized layer.
-MODEL_DEFAULTS = {
-    "han": {"embedding_dim": 100, "units": 50, "attention_units": 100},
-    "transformer": {
-        "hidden_dim": 64,
-        "num_layers": 1,
-        "num_heads": 2,
-        "dropout": 0.3,
-        "pooling": "attention",
-    },
-    # A `BertBackbone` (and the `BertClassifier` head's dropout): at 256 tokens a
-    # fine-tuning epoch of review_polarity's 1,152 fitting reviews took ~30 s (the
-    # first 49 s), a masked-LM pass over their text ~6 min (138 batches, 2.5-3 s
-    # each, measured on 20), on 2 CPU cores shared with another job.
-    "bert": {"hidden_dim": 128, "num_layers": 2, "num_heads": 2, "dropout": 0.1},
-}
-
-#: Fine-tuning a pretrained checkpoint (`fit_text_classifier(checkpoint=...)`):
-#: AdamW (`FusedAdamW`, weight decay on every weight but biases and layer-norm
-#: scales and offsets) at `learning_rate`, warmed up linearly over the first
-#: `warmup_fraction` of the steps and decayed linearly to 0 at the last epoch
-#: (`LinearWarmUpDecay`), at most `epochs` epochs (early stopping keeps the best).
-#: The settings of BERT's own fine-tuning recipe; on all-MiniLM-L6-v2, PyTorch +
-#: transformers runs with AdamW and 2-6 epochs reached 0.907-0.921 on AG News and
-#: 0.850-0.870 on review_polarity (issue 27). Not yet chosen by measurement on
-#: inner splits here.
-FINE_TUNING = {
-    "epochs": 4,
-    "learning_rate": 5e-5,
-    "weight_decay": 0.01,
-    "warmup_fraction": 0.1,
-}
-#: Weights AdamW does not decay (regular expressions on the variable names).
-_NO_DECAY = ("bias", "gamma", "beta")
-
-
-#: The wide part's features in `fit_text_classifier` (over `NgramLinear`'s): those
-#: of scikit-learn's `TfidfVectorizer(sublinear_tf=True)` over the hashed word uni-
-#: and bigrams (1 + log count, smoothed IDF from the training documents, L2 norm),
-#: the table scaled by naive-Bayes log-count ratios (NBSVM), and a bias: the wide
-#: part is a logistic regression on (NB-scaled) TF-IDF features. Chosen on inner
-#: 80/20 splits of the three bench_text corpora's fitting parts
-#: (`bench_text --select-wide`, benchmarks/RESULTS.md): mean accuracy 0.870 with
-#: the ratios and C = 30, 0.868 plain TF-IDF (C = 30), 0.863 (C = 10).
-WIDE_DEFAULTS = {
-    "term_weighting": "sublinear",
-    "idf": True,
-    "combiner": "l2",
-    "use_bias": True,
-    "nb_ratio": True,
-}
-
-#: How the wide part is fitted alone (`wide_training` "ensemble" and "residual"):
-#: Adam at `learning_rate`, `epochs` passes in batches of `batch_size`, an L2
-#: penalty `|W|² / (2·C·N)` on the table (N training documents: scikit-learn's
-#: `LogisticRegression(C=C)` objective divided by N). Plain TF-IDF fitted so
-#: matched scikit-learn's TF-IDF + LR on the same inner splits.
-WIDE_FIT = {"epochs": 20, "learning_rate": 0.01, "batch_size": 64, "C": 30.0}
-
-#: Added to `WIDE_DEFAULTS` with `wide_training="joint"` (the wide part trained
-#: with the deep one from the start): a 10x step and n-gram dropout 0.5, chosen for
-#: joint training on an inner split of review_polarity (benchmarks/RESULTS.md).
-WIDE_JOINT = {"scale": 10.0, "dropout": 0.5}
-
-#: `fit_text_classifier`'s ways of training a wide-and-deep classifier.
-WIDE_TRAININGS = ("ensemble", "residual", "joint")
-
-#: The mixing grid of `wide_training="ensemble"`: the weight α of the wide logits
-#: and the temperature t of `t·(α·wide + (1 - α)·deep)`.
-_MIX_WEIGHTS = np.linspace(0.0, 1.0, 21)
-_MIX_TEMPERATURES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-
-
-def corpus_limits(
-    texts, percentile: float = 95.0, caps: dict | None = None, batch_size: int = 512
-) -> dict:
-    """Length limits that fit a corpus: a high percentile of its documents, capped.
-
-    Sentences and words are split as `SentenceTokenizer` and the word tokenizers
-    split them (`split_sentences`, `split_words`), n-grams as `HashedNgrams`
-    (unigrams and bigrams inside sentences). Each limit is the `percentile` of its
-    count over `texts` (per document; words per sentence over all sentences),
-    rounded up, at least 1, at most its cap in `caps` (`LIMIT_CAPS` by default). If
-    `max_sentences · max_words` exceeds `caps["han_tokens"]`, `max_sentences` is
-    lowered to fit (the words of a sentence are kept, later sentences dropped).
-
-    Args:
-        texts: list of str, the training documents.
-        percentile: float in (0, 100]. Defaults to 95.
-        caps: optional dict overriding entries of `LIMIT_CAPS`.
-        batch_size: int. Documents split per TensorFlow call. Defaults to 512.
-
-    Returns:
-        dict with `max_sentences`, `max_words` (HAN), `sequence_length` (the
-        Transformer, words of the flat document) and `max_ngrams` (the wide part).
-
-    Example:
-
-    >>> corpus_limits(["One two. Three.", "Four five six."], percentile=100)
-    {'max_sentences': 2, 'max_words': 4, 'sequence_length': 5, 'max_ngrams': 8}
-    """
-    if (
-        isinstance(percentile, bool)
-        or not isinstance(percentile, (int, float))
-        or not 0 < percentile <= 100
-    ):
-        raise ValueError(
-            f"`percentile` must be a number in (0, 100]. Received: "
-            f"percentile={percentile!r}"
-        )
-    texts = list(texts)
-    if not texts:
-        raise ValueError("`texts` must not be empty. Received: texts=[]")
-    caps = {**LIMIT_CAPS, **(caps or {})}
-    sentences, words, flat, ngrams = [], [], [], []
-    hasher = HashedNgrams()
-    for start in range(0, len(texts), batch_size):
-        batch = tf.constant(texts[start : start + batch_size])
-        split = split_words(split_sentences(batch))  # (batch, sentences, words)
-        sentences.append(split.row_lengths().numpy())
-        words.append(split.values.row_lengths().numpy())
-        flat.append(split.merge_dims(1, 2).row_lengths().numpy())
-        ngrams.append(hasher.ngrams(batch).row_lengths().numpy())
-
-    def pick(counts, cap):
-        counts = np.concatenate(counts)
-        value = np.percentile(counts, percentile) if counts.size else 1
-        return int(min(max(np.ceil(value), 1), cap))
-
-    limits = {
-        "max_sentences": pick(sentences, caps["max_sentences"]),
-        "max_words": pick(words, caps["max_words"]),
-        "sequence_length": pick(flat, caps["sequence_length"]),
-        "max_ngrams": pick(ngrams, caps["max_ngrams"]),
-    }
-    budget = max(caps["han_tokens"] // limits["max_words"], 1)
-    limits["max_sentences"] = min(limits["max_sentences"], budget)
-    return limits
-
-
-def _vocabulary_limits(texts) -> tuple[int, int]:
-    """`(max_tokens, min_count)` for a corpus: min count 3 from 500k words on.
-
-    ../shared/FINDINGS.md: min count 3 beat 2 for HAN on 1,280 reviews (~1M words);
-    a smaller corpus keeps words seen twice.
-    """
-    total = 0
-    for start in range(0, len(texts), 512):
-        total += int(
-            split_words(tf.constant(texts[start : start + 512])).values.shape[0]
-        )
-    return 50000, (3 if total >= 500_000 else 2)
-
-
-@dataclass
-class TextFit:
-    """What `fit_text_classifier`'s stages share: the training part, the resolved
-    limits and options, the training settings.
-
-    `sizes` holds `max_sentences`, `max_words`, `sequence_length` (as read off the
-    corpus or given), `max_tokens` and `min_count` (None unless given or a
-    vocabulary is built); a preprocessor stage writes back what it resolved.
-    """
-
-    texts: list
-    class_names: list
-    sizes: dict
-    length_given: bool = False
-    vocabulary: object = None
-    percentile: float = 95.0
-    #: The `HFCheckpoint` of a pretrained kind, else None.
-    checkpoint: object = None
-    #: The wide part: False, or `NgramLinear` arguments (`_resolve_wide`).
-    wide: object = False
-    model_kwargs: dict = field(default_factory=dict)
-    strategy: object = None
-    #: Every batch full (a TPU compiles one program per shape).
-    static: bool = False
-    compile_kwargs: dict = field(default_factory=dict)
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    seed: int = 0
-    verbose: int = 0
-
-    def __post_init__(self):
-        if self.strategy is None:
-            self.strategy = tf.distribute.get_strategy()
-
-
-@dataclass(frozen=True)
-class TextModelKind:
-    """A model kind of `fit_text_classifier` (a row of `TEXT_MODELS` or
-    `PRETRAINED_MODELS`): its two stages and what its training differs in.
-
-    Attributes:
-        preprocessor: `(fit: TextFit) -> TextPreprocessor`: the kind's tokenizer
-            made for the training documents, without the wide part's hasher (the
-            model's, added by `TextPreprocessor.for_classifier`).
-        model: `(fit, preprocessor) -> classifier`, called under the strategy's
-            scope and the dtype policy.
-        model_defaults: the widths used unless given (`MODEL_DEFAULTS`).
-        wide: whether the kind takes a wide part (on with `wide=None`).
-        pretrain: whether its encoder can first be pretrained with masked LM
-            (`pretrain_epochs`).
-        warm_up: whether the learning rate warms up linearly over the first epoch.
-        fine_tune: a pretrained checkpoint: `FINE_TUNING`'s defaults and schedule
-            (AdamW, warm-up and decay; no halving on a plateau).
-        settings: entries the result's `settings` always has.
-    """
-
-    preprocessor: Callable
-    model: Callable
-    model_defaults: dict = field(default_factory=dict)
-    wide: bool = True
-    pretrain: bool = False
-    warm_up: bool = True
-    fine_tune: bool = False
-    settings: dict = field(default_factory=dict)
-
-
-def _vocabulary(fit: TextFit, default=None):
-    """`(vocabulary, method)`: the given vocabulary (`default` when None), "wordpiece"
-    for a shipped BERT one; else a word vocabulary built from `fit.texts` (its
-    `max_tokens` and `min_count` into `fit.sizes`)."""
-    vocabulary = fit.vocabulary
-    if default is not None:
-        vocabulary = vocabulary or default
-    if vocabulary is None:
-        default_tokens, default_count = _vocabulary_limits(fit.texts)
-        fit.sizes["max_tokens"] = fit.sizes["max_tokens"] or default_tokens
-        fit.sizes["min_count"] = fit.sizes["min_count"] or default_count
-        vocabulary = build_vocabulary(
-            fit.texts,
-            max_tokens=fit.sizes["max_tokens"],
-            min_count=fit.sizes["min_count"],
-        )
-        return vocabulary, "word"
-    if isinstance(vocabulary, str) and vocabulary.startswith("bert"):
-        return vocabulary, "wordpiece"
-    return vocabulary, "word"
-
-
-def _sequence_tokenizer(fit: TextFit, default=None, cap=None) -> Tokenizer:
-    """A `Tokenizer` of `fit.sizes["sequence_length"]` (+ `[CLS]` and `[SEP]` for
-    WordPiece, then at most `cap` unless the length was given)."""
-    vocabulary, method = _vocabulary(fit, default)
-    length = fit.sizes["sequence_length"]
-    if method == "wordpiece":
-        length = min(length + 2, LIMIT_CAPS["sequence_length"])
-        if cap is not None and not fit.length_given:
-            length = min(length, cap)
-    fit.sizes["sequence_length"] = length
-    return Tokenizer(vocabulary, sequence_length=length, method=method)
-
-
-def _han_preprocessor(fit: TextFit) -> TextPreprocessor:
-    vocabulary, method = _vocabulary(fit)
-    tokenizer = SentenceTokenizer(
-        vocabulary,
-        max_sentences=fit.sizes["max_sentences"],
-        max_words=fit.sizes["max_words"],
-        method=method,
-    )
-    return HANTextPreprocessor(tokenizer)
-
-
-def _transformer_preprocessor(fit: TextFit) -> TextPreprocessor:
-    return TransformerTextPreprocessor(_sequence_tokenizer(fit))
-
-
-def _bert_preprocessor(fit: TextFit) -> TextPreprocessor:
-    # WordPiece of the shipped vocabulary by default, at most `bert_tokens`.
-    tokenizer = _sequence_tokenizer(
-        fit, default="bert-base-uncased", cap=LIMIT_CAPS["bert_tokens"]
-    )
-    return BertTextPreprocessor(tokenizer)
-
-
-def _pretrained_bert_preprocessor(fit: TextFit) -> TextPreprocessor:
-    tokenizer = _checkpoint_preprocessor(
-        fit.checkpoint,
-        fit.texts,
-        fit.sizes["sequence_length"] if fit.length_given else None,
-        fit.percentile,
-    )
-    fit.sizes["sequence_length"] = tokenizer.sequence_length
-    return BertTextPreprocessor(tokenizer)
-
-
-def _han_model(fit: TextFit, preprocessor):
-    return build_han_classifier(
-        preprocessor.vocabulary_size,
-        len(fit.class_names),
-        fit.sizes["max_sentences"],
-        fit.sizes["max_words"],
-        wide=fit.wide,
-        **fit.model_kwargs,
-    )
-
-
-def _transformer_model(fit: TextFit, preprocessor):
-    return build_transformer_classifier(
-        preprocessor.vocabulary_size,
-        len(fit.class_names),
-        fit.sizes["sequence_length"],
-        wide=fit.wide,
-        **fit.model_kwargs,
-    )
-
-
-def _bert_model(fit: TextFit, preprocessor):
-    backbone = BertBackbone(
-        preprocessor.vocabulary_size,
-        sequence_length=fit.sizes["sequence_length"],
-        **fit.model_kwargs,
-    )
-    return BertClassifier(backbone, len(fit.class_names), dropout=backbone.dropout)
-
-
-def _pretrained_bert_model(fit: TextFit, preprocessor):
-    return _pretrained_classifier(
-        fit.checkpoint,
-        fit.class_names,
-        fit.sizes["sequence_length"],
-        fit.wide,
-        fit.model_kwargs,
-    )
-
-
-#: `fit_text_classifier`'s model kinds trained from scratch, by `model`.
-TEXT_MODELS = {
-    "han": TextModelKind(
-        _han_preprocessor,
-        _han_model,
-        model_defaults=MODEL_DEFAULTS["han"],
-        warm_up=False,
-    ),
-    "transformer": TextModelKind(
-        _transformer_preprocessor,
-        _transformer_model,
-        model_defaults=MODEL_DEFAULTS["transformer"],
-    ),
-    "bert": TextModelKind(
-        _bert_preprocessor,
-        _bert_model,
-        model_defaults=MODEL_DEFAULTS["bert"],
-        wide=False,
-        pretrain=True,
-        settings={"pretraining": None},
-    ),
-}
-
-#: The kinds that fine-tune a pretrained checkpoint (`checkpoint=...`), by `model`.
-PRETRAINED_MODELS = {
-    "bert": TextModelKind(
-        _pretrained_bert_preprocessor,
-        _pretrained_bert_model,
-        warm_up=False,
-        fine_tune=True,
-        settings={"pretraining": None},
-    ),
-}
-
-MODELS = tuple(TEXT_MODELS)
-
-
-def _names(names) -> str:
-    return " or ".join(f"model={n!r}" for n in names)
-
-
-def text_model_kind(model: str, checkpoint=None, pretrain_epochs: int = 0):
-    """The `TextModelKind` `fit_text_classifier` trains for `model` (with
-    `checkpoint`, from `PRETRAINED_MODELS`), or a clear error naming the argument.
-
-    Example:
-
-    >>> text_model_kind("han").wide
-    True
-    >>> text_model_kind("bert", checkpoint="folder").fine_tune
-    True
-    """
-    check_choice("model", model, TEXT_MODELS)
-    if pretrain_epochs and not TEXT_MODELS[model].pretrain:
-        able = [n for n, k in TEXT_MODELS.items() if k.pretrain]
-        raise ValueError(
-            f"`pretrain_epochs` needs {_names(able)} (it pretrains the BERT "
-            f"encoder). Received: pretrain_epochs={pretrain_epochs}, model={model!r}"
-        )
-    if checkpoint is None:
-        return TEXT_MODELS[model]
-    if model not in PRETRAINED_MODELS:
-        raise ValueError(
-            f"`checkpoint` needs {_names(PRETRAINED_MODELS)} (it fine-tunes a "
-            f"pretrained BERT-family encoder). Received: "
-            f"checkpoint={str(checkpoint)!r}, model={model!r}"
-        )
-    if pretrain_epochs:
-        raise ValueError(
-            "`pretrain_epochs` cannot be used with `checkpoint` (the folder's "
-            "encoder is fine-tuned as it is). Received: "
-            f"pretrain_epochs={pretrain_epochs}"
-        )
-    return PRETRAINED_MODELS[model]
-
-
-def _resolve_wide(kind, wide, wide_training, limits, documents):
-    """The wide part's `NgramLinear` arguments (or False): `kind.wide` for None,
-    over `WIDE_DEFAULTS` (and `WIDE_JOINT`), `max_ngrams` the corpus's, an L2
-    penalty of scikit-learn's C for `documents` unless trained jointly."""
-    if wide is None:
-        wide = kind.wide
-    if wide is True:
-        wide = {}
-    if isinstance(wide, dict):
-        joint = WIDE_JOINT if wide_training == "joint" else {}
-        wide = {"max_ngrams": limits["max_ngrams"], **WIDE_DEFAULTS, **joint, **wide}
-        if wide_training != "joint":
-            # scikit-learn's C, per document (the loss is a mean over the batch).
-            penalty = 1.0 / (2.0 * WIDE_FIT["C"] * documents)
-            # As a config (not an object): the classifier's config stays JSON.
-            l2 = {"class_name": "L2", "config": {"l2": penalty}}
-            wide.setdefault("kernel_regularizer", l2)
-    return wide
-
-
-def _wide_stage(fit: TextFit, net, train, validation, staged: bool) -> dict:
-    """[wide]: the wide part's IDF and naive-Bayes ratios from the training
-    documents; with `staged` ("ensemble", "residual") it is fitted alone
-    (`WIDE_FIT`) and frozen. Returns its settings (`wide_val_accuracy`)."""
-    wide_part = wide_layer(net)
-    if wide_part is None:
-        return {}
-    if wide_part.use_idf or wide_part.nb_ratio:
-        wide_part.adapt(train[0]["ngram_ids"], labels=train[1])
-    if not staged:
-        return {}
-    settings = _fit_wide_part(
-        net,
-        train[0],
-        train[1],
-        *(validation or (None, None)),
-        fit.strategy,
-        fit.compile_kwargs,
-        fit.seed,
-        fit.static,
-    )
-    wide_part.trainable = False
-    return settings
-
-
-def _deep_optimizer(fit: TextFit, kind, epochs, steps_per_epoch):
-    """`(optimizer, settings)`: None (Adam at the learning rate) from scratch; for a
-    fine-tuned kind AdamW with `FINE_TUNING`'s schedule, and `fine_tuning`."""
-    if not kind.fine_tune:
-        return None, {}
-    total = max(epochs * steps_per_epoch, 1)
-    warmup = int(FINE_TUNING["warmup_fraction"] * total)
-    optimizer = FusedAdamW(
-        LinearWarmUpDecay(fit.learning_rate, warmup, max(total, warmup + 1)),
-        weight_decay=FINE_TUNING["weight_decay"],
-    )
-    optimizer.exclude_from_weight_decay(var_names=list(_NO_DECAY))
-    settings = {
-        "learning_rate": fit.learning_rate,
-        "weight_decay": FINE_TUNING["weight_decay"],
-        "warmup_steps": warmup,
-        "total_steps": total,
-    }
-    return optimizer, {"fine_tuning": settings}
-
-
-def _deep_stage(
-    fit: TextFit,
-    kind: TextModelKind,
-    net,
-    train,
-    validation,
-    *,
-    ensemble: bool,
-    epochs: int,
-    patience,
-    backup_dir=None,
-    checkpoint_dir=None,
-    timer=None,
-    callbacks=(),
-):
-    """deep: the epoch loop of the deep part alone (`ensemble`) or of the whole
-    classifier (its wide part frozen for "residual"), with keras_attn's callbacks
-    (`timer`, backup, checkpoints, the kind's warm-up, halving on a plateau, early
-    stopping) before `callbacks`.
-
-    Returns:
-        `(fitted, history, settings)`: the model trained, its `History`, and
-        `fine_tuning` for a fine-tuned kind.
-    """
-    n = len(train[1])
-    batch_size, strategy = fit.batch_size, fit.strategy
-    steps_per_epoch = n // batch_size if fit.static else -(-n // batch_size)
-    with strategy.scope():  # a model records the strategy it is made under
-        fitted = deep_part_model(net) if ensemble else net
-        optimizer, settings = _deep_optimizer(fit, kind, epochs, steps_per_epoch)
-        compile_text_classifier(
-            fitted,
-            learning_rate=fit.learning_rate,
-            optimizer=optimizer,
-            **fit.compile_kwargs,
-        )
-
-    def dataset(inputs, y, shuffle):
-        # The structure the model takes (the token ids alone when that is all).
-        inputs = _deep_inputs(inputs) if fitted is not net else model_structure(inputs)
-        if shuffle and backup_dir is not None:
-            ds = training.epoch_batches(
-                (inputs, y),
-                len(y),
-                batch_size,
-                seed=fit.seed,
-                start_epoch=training.completed_epochs(backup_dir),
-                drop_remainder=fit.static,
-            )
-        else:
-            ds = tf.data.Dataset.from_tensor_slices((inputs, y))
-            if shuffle:
-                ds = ds.shuffle(len(y), seed=fit.seed, reshuffle_each_iteration=True)
-            ds = ds.batch(batch_size, drop_remainder=fit.static)
-        ds = ds.map(
-            lambda t, y: (t, {"probabilities": y, "label": y}),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        return ds.prefetch(tf.data.AUTOTUNE)
-
-    train_ds = dataset(*train, shuffle=True)
-    # With a backup, an endless stream: `fit` counts the epochs.
-    steps = steps_per_epoch if backup_dir is not None else None
-    val_ds = None
-    deep_callbacks = training.fit_callbacks(
-        [timer] if timer is not None else [], backup_dir, None
-    )
-    if checkpoint_dir is not None:
-        deep_callbacks.append(training.weights_checkpoint(net, checkpoint_dir))
-    if kind.warm_up:
-        deep_callbacks.append(training.WarmUp(fit.learning_rate, -(-n // batch_size)))
-    if validation is not None:
-        val_ds = dataset(*validation, shuffle=False).cache()
-        if not kind.fine_tune:  # a checkpoint's schedule decays on its own
-            deep_callbacks.append(
-                keras.callbacks.ReduceLROnPlateau(
-                    monitor="val_loss",
-                    factor=0.5,
-                    patience=2,
-                    min_lr=fit.learning_rate / 32,
-                )
-            )
-        if patience:
-            deep_callbacks.append(
-                keras.callbacks.EarlyStopping(
-                    monitor="val_probabilities_accuracy"
-                    if _metric_prefixed(fitted)
-                    else "val_accuracy",
-                    mode="max",
-                    patience=patience,
-                    restore_best_weights=True,
-                )
-            )
-    history = fitted.fit(
-        train_ds,
-        validation_data=val_ds,
-        epochs=epochs,
-        steps_per_epoch=steps,
-        callbacks=deep_callbacks + list(callbacks),
-        shuffle=False,  # the dataset is shuffled
-        verbose=fit.verbose,
-    )
-    return fitted, history, settings
-
-
-def _mix_stage(fit: TextFit, net, fitted, train, validation, refit: bool) -> dict:
-    """[mix] ("ensemble"): the mix of the wide and deep logits of least validation
-    log loss (`_choose_mix`), folded into the two parts' last weights; with
-    `refit` (the validation part was carved from the training documents) the
-    wide part is first fitted again on all of them.
-
-    Returns:
-        The mix's settings: `deep_val_accuracy`, `mix_val_accuracy`,
-        `wide_weight`, `temperature` (and `wide_refit_documents`).
-    """
-    inputs, y = validation or (None, None)
-    mix = _choose_mix(net, fitted, inputs, y, fit.strategy)
-    if refit:
-        # The wide part needs no early stopping: once the mix is chosen, it is
-        # fitted again on every training document, the carved ones included.
-        everything = {
-            "ngram_ids": np.concatenate([train[0]["ngram_ids"], inputs["ngram_ids"]])
-        }
-        y_everything = np.concatenate([train[1], y])
-        wide_part = wide_layer(net)
-        wide_part.trainable = True
-        for weight in (wide_part.kernel, wide_part.bias):
-            if weight is not None:
-                weight.assign(tf.zeros_like(weight))
-        wide_part.adapt(everything["ngram_ids"], labels=y_everything)
-        _fit_wide_part(
-            net,
-            everything,
-            y_everything,
-            None,
-            None,
-            fit.strategy,
-            fit.compile_kwargs,
-            fit.seed,
-            fit.static,
-        )
-        wide_part.trainable = False
-        mix["wide_refit_documents"] = len(y_everything)
-    _fold_mix(net, mix["wide_weight"], mix["temperature"], fit.strategy)
-    return mix
 
 
 def fit_text_classifier(
@@ -1266,220 +661,10 @@ def _model_inputs(net, tokenizer, texts) -> dict:
     return text_preprocessor(net, tokenizer).inputs(texts)
 
 
-def _deep_inputs(inputs):
-    """The deep part's inputs: all but the n-gram ids (the token ids alone when
-    nothing else is left)."""
-    return model_structure({k: v for k, v in inputs.items() if k != "ngram_ids"})
-
-
-def _checkpoint_preprocessor(checkpoint, texts, sequence_length, percentile):
-    """The checkpoint's `BertPreprocessor`; `sequence_length` (None) read off
-    `texts`: the `percentile` of their WordPiece pieces plus `[CLS]` and `[SEP]`,
-    at most `LIMIT_CAPS["bert_tokens"]` and the checkpoint's position count."""
-    positions = checkpoint.backbone_settings()["max_sequence_length"]
-    if sequence_length is not None:
-        if sequence_length > positions:
-            raise ValueError(
-                f"`sequence_length` must be at most the checkpoint's {positions} "
-                f"positions ({checkpoint.config_file}). Received: "
-                f"sequence_length={sequence_length}"
-            )
-        return BertPreprocessor.from_pretrained(checkpoint.path, sequence_length)
-    preprocessor = BertPreprocessor.from_pretrained(checkpoint.path, positions)
-    counts = np.concatenate(
-        [
-            preprocessor.tokenizer.tokenize(tf.constant(texts[i : i + 256]))
-            .row_lengths()
-            .numpy()
-            for i in range(0, len(texts), 256)
-        ]
-    )
-    pieces = int(np.ceil(np.percentile(counts, percentile))) + 2
-    length = max(3, min(pieces, LIMIT_CAPS["bert_tokens"], positions))
-    return BertPreprocessor(preprocessor.tokenizer, length)
-
-
-def _pretrained_classifier(checkpoint, class_names, sequence_length, wide, kwargs):
-    """`BertClassifier` on the checkpoint's encoder: with the folder's head when
-    its `id2label` is `class_names`, else a new one (the encoder's dropout)."""
-    backbone = BertBackbone.from_pretrained(checkpoint, sequence_length, **kwargs)
-    head = checkpoint.head_settings() if checkpoint.has_classifier_head() else None
-    if head is not None and head["class_names"] == list(class_names):
-        classifier = BertClassifier(backbone, wide=wide, **head)
-        checkpoint.load_head(classifier)
-    else:
-        # The names travel with the model: `save_pretrained` writes them as the
-        # folder's `id2label`.
-        classifier = BertClassifier(
-            backbone,
-            len(class_names),
-            dropout=backbone.dropout,
-            class_names=list(class_names),
-            wide=wide,
-        )
-    checkpoint.close()
-    return classifier
-
-
-def _predict(model, inputs, batch_size=256) -> np.ndarray:
-    return model.predict(inputs, batch_size=batch_size, verbose=0)["probabilities"]
-
-
 def _accuracy(model, inputs, y) -> float:
     if isinstance(inputs, dict):
         inputs = model_structure(inputs)
     return float(np.mean(_predict(model, inputs).argmax(-1) == y))
-
-
-def _pretrain(
-    pretrainer,
-    tokenizer,
-    texts,
-    *,
-    epochs,
-    steps,
-    batch_size,
-    learning_rate,
-    seed,
-    static,
-    compile_kwargs,
-    strategy,
-    verbose,
-) -> dict:
-    """Masked-LM pretraining of the encoder on `texts` (see `fit_text_classifier`).
-
-    Returns the last epoch's MLM loss and accuracy, the steps and the seconds.
-    """
-    start = time.perf_counter()
-    length = tokenizer.sequence_length
-
-    def data(num_epochs):
-        return pretraining_dataset(
-            texts,
-            tokenizer,
-            sequence_length=length,
-            batch_size=batch_size,
-            # Enough slots for 15% of every window: no selected token is dropped.
-            max_predictions=max(1, int(np.ceil(0.15 * (length - 2)))),
-            num_epochs=num_epochs,
-            drop_remainder=static,
-            seed=seed,
-            sentence_pairs=False,
-        )
-
-    # Batches of one pass over the windows; the stream repeats with fresh masks.
-    passes = None
-    if steps is None:
-        passes = sum(1 for _ in data(1))
-        steps = max(passes, 1)
-    with strategy.scope():
-        compile_bert_pretrainer(
-            pretrainer, learning_rate=learning_rate, nsp_weight=0.0, **compile_kwargs
-        )
-    warm_up = training.WarmUp(learning_rate, -(-epochs * steps // 10))
-    history = fit_bert_pretrainer(
-        pretrainer,
-        data(None),
-        epochs=epochs,
-        steps_per_epoch=steps,
-        callbacks=[warm_up],
-        verbose=verbose,
-    )
-    return {
-        "epochs": epochs,
-        "steps_per_epoch": steps,
-        "batches_per_pass": passes,
-        "documents": len(texts),
-        "mlm_loss": float(history.history["mlm_loss"][-1]),
-        "mlm_accuracy": float(history.history["mlm_accuracy"][-1]),
-        "seconds": time.perf_counter() - start,
-    }
-
-
-def _fit_wide_part(
-    net, train, y, validation, y_validation, strategy, compile_kwargs, seed, static
-) -> dict:
-    """Fits the wide part alone (`WIDE_FIT`): a logistic regression on its
-    features. Returns its validation accuracy (None without validation data)."""
-    with strategy.scope():
-        wide_model = wide_part_model(net)
-        wide_model.compile(
-            optimizer=keras.optimizers.Adam(WIDE_FIT["learning_rate"]),
-            loss={"probabilities": "sparse_categorical_crossentropy"},
-            **compile_kwargs,
-        )
-    ds = tf.data.Dataset.from_tensor_slices((train["ngram_ids"], y))
-    ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(WIDE_FIT["batch_size"], drop_remainder=static)
-    ds = ds.map(lambda x, t: (x, {"probabilities": t})).prefetch(tf.data.AUTOTUNE)
-    wide_model.fit(ds, epochs=WIDE_FIT["epochs"], shuffle=False, verbose=0)
-    accuracy = None
-    if validation is not None:
-        probabilities = _predict(wide_model, validation["ngram_ids"])
-        accuracy = float(np.mean(probabilities.argmax(-1) == y_validation))
-    return {"wide_val_accuracy": accuracy}
-
-
-def _choose_mix(net, deep_model, validation, y, strategy) -> dict:
-    """The mix `t·(α·wide + (1 - α)·deep)` of the two parts' logits of least
-    validation log loss (α = 0.5, t = 1 without validation data), the deep
-    part's validation accuracy and the mix's (`mix_val_accuracy`)."""
-    if validation is None:
-        return {"deep_val_accuracy": None, "wide_weight": 0.5, "temperature": 1.0}
-    with strategy.scope():
-        wide_model = wide_part_model(net)
-    # Log-probabilities differ from the logits by one constant per document,
-    # which the softmax of their weighted sum ignores.
-    wide_log = np.log(np.maximum(_predict(wide_model, validation["ngram_ids"]), 1e-30))
-    deep_probabilities = _predict(deep_model, _deep_inputs(validation))
-    deep_log = np.log(np.maximum(deep_probabilities, 1e-30))
-    best = None
-    for a in _MIX_WEIGHTS:
-        for t in _MIX_TEMPERATURES:
-            z = t * (a * wide_log + (1.0 - a) * deep_log)
-            z = z - z.max(axis=1, keepdims=True)
-            log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-            loss = -float(np.mean(log_p[np.arange(len(y)), y]))
-            if best is None or loss < best[0] - 1e-12:
-                best = (loss, float(a), float(t), float(np.mean(z.argmax(1) == y)))
-    return {
-        "deep_val_accuracy": float(np.mean(deep_probabilities.argmax(-1) == y)),
-        "mix_val_accuracy": best[3],
-        "wide_weight": best[1],
-        "temperature": best[2],
-    }
-
-
-def _fold_mix(net, alpha, temperature, strategy) -> None:
-    """Scales the wide part's and the deep head's weights by `t·α` and
-    `t·(1 - α)`: `net`'s logits become the mix."""
-    wide, dense = wide_layer(net), net.output_dense
-    with strategy.scope():
-        for layer, factor in (
-            (wide, temperature * alpha),
-            (dense, temperature * (1.0 - alpha)),
-        ):
-            layer.kernel.assign(layer.kernel * factor)
-            if layer.bias is not None:
-                layer.bias.assign(layer.bias * factor)
-
-
-def _wide_settings(layer):
-    """The hashing and combining settings of a wide part, or False without one."""
-    if layer is None:
-        return False
-    config = layer.get_config()
-    keys = (
-        "num_buckets",
-        "combiner",
-        "dropout",
-        "scale",
-        "ngram_widths",
-        "max_ngrams",
-        "term_weighting",
-        "idf",
-    )
-    return {k: config[k] for k in keys}
 
 
 def _tokenize_all(tokenizer, texts, batch_size=256):
@@ -1489,12 +674,3 @@ def _tokenize_all(tokenizer, texts, batch_size=256):
         for i in range(0, len(texts), batch_size)
     ]
     return np.concatenate(parts) if parts else np.zeros((0,), "int64")
-
-
-def _metric_prefixed(net) -> bool:
-    """Whether the accuracy of the `probabilities` output is logged with a prefix.
-
-    Keras 3 and tf_keras both prefix per-output metrics with the output name when a
-    model has several outputs.
-    """
-    return len(net.outputs) > 1
