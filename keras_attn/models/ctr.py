@@ -1174,9 +1174,11 @@ def fit_ctr_model(
             XLA, whose compile costs more than it saves in a short fit. A
             bfloat16 model on a CPU follows `keras_attn.precision`'s rule (no XLA
             with AMX / AVX512-BF16, XLA without). For a long MMoE fit on a CPU
-            pass True: its epochs ran 1.5-1.9x faster under XLA on the census
-            benchmark, which pays back the compile after roughly a thousand steps
-            (`benchmarks/RESULTS.md`, bench_ctr). Defaults to "auto".
+            True may pay: on a loaded machine the census benchmark's epochs ran
+            1.5-1.9x faster under XLA, paying back the compile after roughly a
+            thousand steps (`benchmarks/RESULTS.md`, bench_ctr); on a quiet one
+            (AMD EPYC, 2026-12-05) they ran at the same speed. Measure on yours.
+            Defaults to "auto".
         steps_per_execution: int. Training steps per call into the compiled
             function (with a DataFrame under Keras 3 on one replica, whatever
             the number of steps per epoch; from CSV files, the largest divisor
