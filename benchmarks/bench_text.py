@@ -321,9 +321,8 @@ def neural(
         predicted.extend(clf.predict(xte[i : i + 128]))
     right = np.asarray(predicted) == np.asarray([str(v) for v in yte])
     correct = int(np.sum(right))
-    history = clf.history.get(
-        "val_probabilities_accuracy", clf.history.get("val_accuracy", [])
-    )
+    logs = clf.history.history
+    history = logs.get("val_probabilities_accuracy", logs.get("val_accuracy", []))
     settings = {k: v for k, v in clf.settings.items() if k != "wide"}
     if settings.get("checkpoint"):
         # Relative to the repository, as the project names ../shared.

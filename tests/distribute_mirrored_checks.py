@@ -193,7 +193,7 @@ def fit_text_check():
         units=4,
         attention_units=4,
     )
-    loss = result.history["loss"][-1]
+    loss = result.history.history["loss"][-1]
     same = result.model.distribute_strategy.num_replicas_in_sync == 2
     return {"ok": bool(np.isfinite(loss) and same), "loss": loss}
 

@@ -314,7 +314,13 @@ def test_early_stopping_part_is_carved_from_training_documents_only():
     assert set(val) <= set(range(len(train_texts)))
     assert not {train_texts[i] for i in val} & set(scored)
     # Early stopping and the learning-rate schedule ran on that part.
-    assert len(clf.history["val_loss"]) == clf.settings["epochs_run"] == 1
+    assert len(clf.history.history["val_loss"]) == clf.settings["epochs_run"] == 1
+    # The result contract of every fit helper (issue 29): `.history` is the Keras
+    # History with `.model`; read as the logs dict it was, it warns.
+    assert isinstance(clf.history, keras.callbacks.History)
+    assert clf.history.model is not None
+    with pytest.warns(DeprecationWarning, match="TextClassifier.history"):
+        assert clf.history["val_loss"] == clf.history.history["val_loss"]
     assert clf.val_accuracy is not None
     # The limits were read off the 46 remaining documents only.
     rest = [t for i, t in enumerate(train_texts) if i not in set(val)]

@@ -122,7 +122,10 @@ class TextClassifier:
     model: object
     tokenizer: object
     class_names: list[str]
-    history: dict = field(default_factory=dict)
+    #: The Keras `History` of the deep part's fit (`.history` its logs by epoch,
+    #: `.model` the network); read as that logs dict it still answers, with a
+    #: `DeprecationWarning` (it was the dict until 0.x). None for a loaded one.
+    history: object = None
     #: Accuracy on the validation part (given or carved). With the ensemble's
     #: wide refit it is the mix's, measured before the refit trained on that part.
     val_accuracy: float | None = None
@@ -629,7 +632,7 @@ def fit_text_classifier(
         preprocessor.tokenizer,
         class_names,
         preprocessor=preprocessor,
-        history=dict(history.history),
+        history=training.readable_as_logs(history, "TextClassifier.history"),
         seconds_per_epoch=float(np.mean(timer.times)) if timer.times else None,
         validation_indices=validation_indices,
         settings={
