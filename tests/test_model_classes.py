@@ -158,3 +158,18 @@ def test_a_linear_part_adds_each_fields_weight_to_the_tasks_logit(tmp_path):
     np.testing.assert_allclose(reloaded(ROWS)["click"], out, atol=1e-6)
     with pytest.raises(ValueError, match="`linear` must be"):
         CTRModel(SPECS, ["click"], linear="yes")
+
+
+def test_field_sum_is_the_sum_over_the_fields_through_the_harness():
+    # The linear part's sum (a layer of keras_attn.layers since issue 29: every
+    # layer a saved model holds lives there, through the layer harness).
+    from keras_attn.layers import FieldSum
+    from tests.harness import run_layer_test
+
+    x = np.random.default_rng(0).normal(size=(4, 5, 2)).astype("float32")
+    np.testing.assert_allclose(FieldSum()(x).numpy(), x.sum(axis=1), rtol=1e-6)
+    run_layer_test(
+        FieldSum, {}, {"inputs": x}, (4, 2), expected_num_trainable_weights=0
+    )
+    with pytest.raises(ValueError, match=r"`inputs` must have shape \(batch, fields"):
+        FieldSum()(x[:, :, 0])

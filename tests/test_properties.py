@@ -354,6 +354,11 @@ def _sequence_pooling(d):
     return layer, (d.x(length, dim),), dict(mask=d.mask(length)), (d.batch, width)
 
 
+def _field_sum(d):
+    fields, units = d.size(1, 6, "fields"), d.size(1, 4, "units")
+    return L.FieldSum(dtype=d.policy), (d.x(fields, units),), {}, (d.batch, units)
+
+
 def _predicted_label(d):
     classes = d.size(2, 5, "classes")
     return L.PredictedLabel(dtype=d.policy), (d.x(classes),), {}, (d.batch,)
@@ -442,6 +447,7 @@ CASES = {
     "FieldEmbedding": _field_embedding,
     "BruteForceTopK": _top_k,
     "HierarchicalAttentionPooling": _han,
+    "FieldSum": _field_sum,
     "HistoryPooling": _history_pooling,
     "InteractingLayer": _interacting,
     "LocalActivationUnit": _local_unit,
@@ -598,7 +604,7 @@ INVALID = [
 #: bad inputs instead.
 CLOZE_HEADS = ("AttentionOverAttention", "DocumentAttention")
 #: Layers without constructor arguments of their own.
-NO_ARGUMENTS = {*CLOZE_HEADS, "CandidateSum", "SegmentIds"}
+NO_ARGUMENTS = {*CLOZE_HEADS, "CandidateSum", "FieldSum", "SegmentIds"}
 
 
 def test_every_public_layer_has_an_invalid_argument_case():

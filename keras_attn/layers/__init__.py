@@ -20,6 +20,7 @@ from keras_attn.layers.per_sentence import PerSentence
 from keras_attn.layers.pooling import (
     POOLINGS,
     SEQUENCE_POOLINGS,
+    FieldSum,
     HistoryPooling,
     SequencePooling,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "FeatureCross",
     "FeedForward",
     "FieldEmbedding",
+    "FieldSum",
     "HierarchicalAttentionPooling",
     "HistoryPooling",
     "InteractingLayer",

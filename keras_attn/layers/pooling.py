@@ -1,7 +1,7 @@
 """Pooling a sequence into one vector, padding masked: `SequencePooling` (the first
 position, the mean or maximum over the real positions, or the zeroed, flattened
 sequence) and `HistoryPooling` (a behaviour history's last real state, attention or
-mean)."""
+mean); `FieldSum`, the sum over a CTR model's fields."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from keras_attn._validation import check_choice, check_positive_int
 from keras_attn.backend import Layer, as_bool_mask, register, tf
 from keras_attn.layers.attention import ContextAttentionPooling
 
-__all__ = ["POOLINGS", "SEQUENCE_POOLINGS", "HistoryPooling", "SequencePooling"]
+__all__ = [
+    "POOLINGS",
+    "SEQUENCE_POOLINGS",
+    "FieldSum",
+    "HistoryPooling",
+    "SequencePooling",
+]
 
 #: How `HistoryPooling` reduces the states of a history.
 POOLINGS = ("last", "attention", "mean")
@@ -157,3 +163,34 @@ class SequencePooling(Layer):
 
     def get_config(self):
         return {**super().get_config(), "mode": self.mode}
+
+
+@register
+class FieldSum(Layer):
+    """The sum over the fields: `(batch, fields, units)` -> `(batch, units)`.
+
+    A CTR model's linear part is one such sum: each categorical field's weight for
+    its value and each number times its weight, `(batch, fields, 1)`, summed into
+    the task's linear logit (DeepCTR's linear logit, `CTRModel(linear=True)`).
+    Every field counts: fields are never padding.
+
+    Example:
+
+    >>> import numpy as np
+    >>> FieldSum()(np.ones((2, 3, 1), "float32")).numpy().tolist()
+    [[3.0], [3.0]]
+    """
+
+    def build(self, input_shape):
+        if len(input_shape) < 3:
+            raise ValueError(
+                "`inputs` must have shape (batch, fields, units). Received: "
+                f"inputs.shape={tuple(input_shape)}"
+            )
+        super().build(input_shape)
+
+    def call(self, inputs):
+        return tf.reduce_sum(inputs, axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], *input_shape[2:])

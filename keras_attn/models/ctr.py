@@ -58,6 +58,7 @@ from keras_attn.layers import (
     AttentionSequencePooling,
     FeatureCross,
     FieldEmbedding,
+    FieldSum,
     InteractingLayer,
     MMoE,
 )
@@ -504,7 +505,7 @@ class CTRModel(FunctionalModel):
                 h = towers[t.name](h)
             outputs[t.name] = heads[t.name](h)
             if linear:
-                terms = _FieldSum(name=f"{t.name}_linear_logit")(
+                terms = FieldSum(name=f"{t.name}_linear_logit")(
                     embed(linear_parts[t.name])
                 )  # (batch, 1): the sum of the fields' weights
                 logit = keras.layers.Add(dtype="float32", name=f"{t.name}_sum")(
@@ -656,17 +657,6 @@ class CTRModel(FunctionalModel):
                 else keras.regularizers.serialize(regularizer)
             ),
         }
-
-
-class _FieldSum(keras.layers.Layer):
-    """`(batch, fields, 1)` -> `(batch, 1)`: the sum over the fields (a linear
-    part's logit)."""
-
-    def call(self, terms):
-        return tf.reduce_sum(terms, axis=1)
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[2])
 
 
 class _FieldAttention(keras.layers.Layer):
