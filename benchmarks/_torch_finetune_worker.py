@@ -6,7 +6,12 @@ Reads commands from stdin, one JSON object per line, and answers one JSON line e
 `BertForSequenceClassification` (a fresh 4-class head) and AdamW and answers the load
 time; `{"op": "steps", "n": k, "threads": t}` runs k training steps (forward,
 backward, AdamW update) on t intra-op threads and answers each one's seconds;
-`{"op": "quit"}` ends.
+`{"op": "whole", "checkpoint": dir, "data": json, "epochs": e, "batch": b,
+"length": n, "learning_rate": lr, "warmup": fraction, "threads": t}` fine-tunes a
+fresh classifier on the file's training texts from raw strings (the checkpoint's
+fast tokenizer, padded to `length`; AdamW without decay on biases and LayerNorm,
+linear warm-up then decay; dropout on) and answers its wall time, tokenization
+and load included, and its test accuracy; `{"op": "quit"}` ends.
 """
 
 from __future__ import annotations
@@ -20,6 +25,82 @@ import torch
 import transformers
 
 
+def whole(command) -> dict:
+    """The whole fine-tune of `command` (see the module docstring)."""
+    torch.manual_seed(0)
+    torch.set_num_threads(command["threads"])
+    start = time.perf_counter()
+    with open(command["data"], encoding="utf-8") as f:
+        data = json.load(f)
+    classes = sorted(set(data["train_labels"]))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(command["checkpoint"])
+
+    def encode(texts):
+        return tokenizer(
+            texts,
+            max_length=command["length"],
+            padding="max_length",
+            truncation=True,
+            return_tensors="pt",
+        )
+
+    train = encode(data["train_texts"])
+    labels = torch.tensor([classes.index(y) for y in data["train_labels"]])
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        command["checkpoint"], num_labels=len(classes)
+    )
+    model.train()
+    no_decay = [
+        p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n
+    ]
+    decay = [
+        p for n, p in model.named_parameters() if not any(p is q for q in no_decay)
+    ]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": 0.01},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=command["learning_rate"],
+    )
+    batch = command["batch"]
+    steps = -(-len(labels) // batch) * command["epochs"]
+    schedule = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(command["warmup"] * steps), steps
+    )
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(command["epochs"]):
+        order = torch.randperm(len(labels), generator=generator)
+        for i in range(0, len(labels), batch):
+            rows = order[i : i + batch]
+            optimizer.zero_grad(set_to_none=True)
+            loss = model(
+                input_ids=train["input_ids"][rows],
+                token_type_ids=train["token_type_ids"][rows],
+                attention_mask=train["attention_mask"][rows],
+                labels=labels[rows],
+            ).loss
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    seconds = time.perf_counter() - start
+    model.eval()
+    test = encode(data["test_texts"])
+    predicted = []
+    with torch.no_grad():
+        for i in range(0, len(data["test_texts"]), 128):
+            logits = model(**{k: v[i : i + 128] for k, v in test.items()}).logits
+            predicted += [classes[j] for j in logits.argmax(-1).tolist()]
+    right = [p == y for p, y in zip(predicted, data["test_labels"])]
+    return {
+        "seconds": seconds,
+        "accuracy": sum(right) / len(right),
+        "steps": steps,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
 def main():
     torch.manual_seed(0)
     model = optimizer = batch = None
@@ -28,6 +109,9 @@ def main():
         command = json.loads(line)
         if command["op"] == "quit":
             break
+        if command["op"] == "whole":
+            print(json.dumps(whole(command)), flush=True)
+            continue
         if command["op"] == "load":
             start = time.perf_counter()
             data = np.load(command["batch"])

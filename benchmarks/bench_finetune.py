@@ -21,6 +21,16 @@ reported apart. Other jobs share the CPU: the load average is printed before and
 after, with the CPU model.
 
 Run: `python -m benchmarks.bench_finetune [--rounds 3 --steps 3 --write]`.
+
+`--whole` instead times the whole fine-tune a user waits for, from raw strings:
+bench_text's ag_news fitting part (4,800 documents; its test part scored after),
+`--epochs` epochs of batches of `--batch` at `--length` pieces, AdamW 5e-5 (no
+decay on biases and layer norms), warm-up over the first 10 % of the steps then
+linear decay, float32. keras_attn: `fit_text_classifier(model="bert",
+checkpoint=...)` without the wide part or early stopping; PyTorch: the worker's
+loop with the checkpoint's fast tokenizer and `get_linear_schedule_with_warmup`,
+on its best thread count. Wall time includes tokenization, loading, tracing and
+every epoch; each runs once, PyTorch first.
 """
 
 from __future__ import annotations
@@ -175,9 +185,20 @@ def main(argv=None):
         "(the `bench` extra); default $TORCH_PYTHON, else this one",
     )
     parser.add_argument("--write", action="store_true", help="update RESULTS.md")
+    parser.add_argument(
+        "--whole", action="store_true", help="time the whole ag_news fine-tune"
+    )
+    parser.add_argument("--epochs", type=int, default=4, help="--whole's epochs")
+    parser.add_argument("--length", type=int, default=80, help="--whole's pieces")
+    parser.add_argument("--batch", type=int, default=32, help="--whole's batch")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="--whole on this many documents"
+    )
     args = parser.parse_args(argv)
     if not CHECKPOINT.is_dir():
         sys.exit(f"{CHECKPOINT} is absent: this benchmark reads ../shared/data")
+    if args.whole:
+        return whole_finetune(args, argv)
     precisions = (
         ["float32"] + (["mixed_bfloat16"] if has_bf16_units() else [])
         if args.precisions == "auto"
@@ -235,6 +256,99 @@ def main(argv=None):
             del given[index : index + 2]
         command = "python -m benchmarks.bench_finetune " + " ".join(given)
         write_section(SECTION, body, command)
+
+
+def whole_finetune(args, argv) -> None:
+    """`--whole`: the ag_news fine-tune in PyTorch, then in keras_attn (module
+    docstring)."""
+    from benchmarks.bench_text import load, split
+
+    xtr, ytr, xte, yte = split(*load("ag_news"), limit=args.limit)
+    ytr, yte = [str(y) for y in ytr], [str(y) for y in yte]
+    threads = max(int(t) for t in args.torch_threads.split(","))
+    settings = dict(epochs=args.epochs, batch=args.batch, length=args.length)
+    loads = [load_average()]
+    print(f"CPU {cpu_model()}, {os.cpu_count()} cores, load {loads[0]}", flush=True)
+    worker = TorchWorker(args.torch_python)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(tmp, "data.json")
+            with open(data, "w", encoding="utf-8") as f:
+                json.dump(
+                    {
+                        "train_texts": xtr,
+                        "train_labels": ytr,
+                        "test_texts": xte,
+                        "test_labels": yte,
+                    },
+                    f,
+                )
+            torch_run = worker.ask(
+                op="whole",
+                checkpoint=str(CHECKPOINT),
+                data=data,
+                learning_rate=5e-5,
+                warmup=0.1,
+                threads=threads,
+                **settings,
+            )
+    finally:
+        worker.close()
+    loads.append(load_average())
+    print(f"PyTorch: {torch_run}", flush=True)
+    from keras_attn.models import fit_text_classifier
+
+    start = time.perf_counter()
+    clf = fit_text_classifier(
+        xtr,
+        ytr,
+        model="bert",
+        checkpoint=str(CHECKPOINT),
+        wide=False,
+        epochs=args.epochs,
+        patience=None,
+        batch_size=args.batch,
+        sequence_length=args.length,
+        seed=0,
+    )
+    seconds = time.perf_counter() - start
+    predicted = clf.predict(xte)
+    accuracy = sum(p == y for p, y in zip(predicted, yte)) / len(yte)
+    loads.append(load_average())
+    print(f"keras_attn: {seconds:.1f} s, accuracy {accuracy:.3f}", flush=True)
+    torch_label = f"PyTorch {torch_run['torch']} + transformers " + (
+        f"{torch_run['transformers']} ({threads} threads)"
+    )
+    table = (
+        "| implementation | wall time s | x PyTorch | test accuracy |\n"
+        "|---|---|---|---|\n"
+        f"| {torch_label} | {torch_run['seconds']:.0f} | 1.00 | "
+        f"{torch_run['accuracy']:.3f} |\n"
+        f"| keras_attn `fit_text_classifier` | {seconds:.0f} | "
+        f"{seconds / torch_run['seconds']:.2f} | {accuracy:.3f} |"
+    )
+    print(table)
+    if args.write:
+        from benchmarks._results import write_section
+
+        body = (
+            f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average (1, 5, 15 "
+            f"min) {loads[0]} before PyTorch, {loads[1]} between, {loads[2]} after.\n"
+            f"ag_news: {len(xtr):,} documents fitted on, {len(yte):,} test documents "
+            f"(bench_text's split); {args.epochs} epochs of batches of {args.batch} "
+            f"at {args.length} pieces ({torch_run['steps']} steps), AdamW 5e-5, "
+            "warm-up 10 % then linear decay, float32; wall time from raw strings "
+            "(tokenization, load, tracing, every epoch), one run each.\n\n" + table
+        )
+        given = [a for a in (argv or sys.argv[1:])]
+        if "--torch-python" in given:
+            index = given.index("--torch-python")
+            del given[index : index + 2]
+        write_section(
+            SECTION + "_whole",
+            body,
+            "python -m benchmarks.bench_finetune " + " ".join(given),
+        )
 
 
 def _compare(worker, batch_file, encoded, labels, precision, variants, args) -> list:
