@@ -19,6 +19,7 @@ from keras_attn.features import (
     infer_features,
     to_dataset,
 )
+from keras_attn.features.preprocessing import _split_int_histories
 from keras_attn.models import Task
 
 pytestmark = pytest.mark.generation_neutral
@@ -212,6 +213,58 @@ def test_sequence_split_truncates_to_most_recent_and_masks():
     assert ids.numpy().tolist() == [[8, 9]]
     with pytest.raises(ValueError, match="max_len"):
         SequenceSplit(max_len=0)
+
+
+_HISTORIES = [
+    "7|8|9",
+    "",
+    "|",
+    "12||3|",
+    "|0|007|5",
+    "1|2|3|4|5|6",
+    "42",
+    "123456789012345678",
+    "9|",
+]
+
+
+@pytest.mark.parametrize("max_len", [1, 3, 8])
+@pytest.mark.parametrize("separator", ["|", ","])
+def test_sequence_split_int_host_path_equals_the_string_ops(max_len, separator):
+    # Eager int64 splits run in NumPy (_split_int_histories); in a graph the string
+    # ops run: the same ids and mask, row boundaries, empty ids and the last
+    # max_len kept included.
+    rng = np.random.default_rng(0)
+    rows = [h.replace("|", separator) for h in _HISTORIES]
+    rows += [
+        separator.join(str(v) for v in rng.integers(0, 10 ** rng.integers(1, 6), k))
+        for k in rng.integers(0, 12, 40)
+    ]
+    layer = SequenceSplit(max_len, separator=separator, output_dtype="int64")
+    assert _split_int_histories([r.encode() for r in rows], max_len, separator)
+    eager = layer(tf.constant(rows))
+    graph = tf.function(layer)(tf.constant(rows))
+    for host, ops in zip(eager, graph):
+        assert host.dtype == ops.dtype
+        assert host.numpy().tolist() == ops.numpy().tolist()
+
+
+@pytest.mark.parametrize(
+    "rows, separator",
+    [
+        (["1 |2"], "|"),  # whitespace: the string ops strip it
+        (["-1|2"], "|"),
+        (["1||2"], "||"),
+        (["1234567890123456789"], "|"),
+    ],
+)
+def test_split_int_histories_leaves_other_rows_to_the_string_ops(rows, separator):
+    assert _split_int_histories([r.encode() for r in rows], 2, separator) is None
+    layer = SequenceSplit(2, separator=separator, output_dtype="int64")
+    eager = layer(tf.constant(rows))
+    graph = tf.function(layer)(tf.constant(rows))
+    for host, ops in zip(eager, graph):
+        assert host.numpy().tolist() == ops.numpy().tolist()
 
 
 def test_stack_columns():
