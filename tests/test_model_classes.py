@@ -95,7 +95,7 @@ def test_explain_model_weights_equal_the_layers_own():
     # CTR: the interacting layer's weights on its own input in the graph.
     model = _ctr()
     explained = model.explain_model()(ROWS)
-    fields = keras.Model(model.inputs, model._graph["interaction_inputs"][0])(ROWS)
+    fields = keras.Model(model.inputs, model.interaction[0].input)(ROWS)
     _, weights = model.interaction[0](fields, return_attention_scores=True)
     np.testing.assert_allclose(explained["field_attention_0"], weights, atol=1e-6)
     gates = model.gate_weights_model()(ROWS)

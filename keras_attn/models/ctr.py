@@ -447,10 +447,14 @@ class CTRModel(FunctionalModel):
             if len(fields) == 1
             else keras.layers.Concatenate(axis=1, name="fields")(fields)
         )  # (batch, num_fields, dim)
-        interaction_inputs = []
+        field_attention = []
         for layer in interaction:
-            interaction_inputs.append(x)
-            x = layer(x)
+            if isinstance(layer, InteractingLayer):
+                # The weights come out of the same forward pass, as the gates do.
+                x, weights = layer(x, return_attention_scores=True)
+                field_attention.append(weights)  # (batch, heads, fields, fields)
+            else:
+                x = layer(x)
         dense_inputs = [keras.layers.Flatten(name="flat_fields")(x)]
         if numeric is not None:
             dense_inputs.append(numeric)
@@ -544,7 +548,7 @@ class CTRModel(FunctionalModel):
                 "inputs": inputs,
                 "encoded": encoded,
                 "gates": gates,
-                "interaction_inputs": interaction_inputs,
+                "field_attention": field_attention,
             },
         )
         object.__setattr__(self, "_embeddings", (initializer, regularizer))
@@ -620,15 +624,8 @@ class CTRModel(FunctionalModel):
             f"{task}_gate_weights": gates
             for task, gates in (graph["gates"] or {}).items()
         }
-        interacting = [
-            (layer, fields)
-            for layer, fields in zip(self.interaction, graph["interaction_inputs"])
-            if isinstance(layer, InteractingLayer)
-        ]
-        for i, (layer, fields) in enumerate(interacting):
-            # The layer once more on its input in the graph, for its weights:
-            # (batch, heads, fields, fields).
-            explained[f"field_attention_{i}"] = _FieldAttention(layer)(fields)
+        for i, weights in enumerate(graph["field_attention"]):
+            explained[f"field_attention_{i}"] = weights
         if not explained:
             raise ValueError(
                 f"Model {self.name!r} has neither MMoE/PLE gates nor interacting "
@@ -657,23 +654,6 @@ class CTRModel(FunctionalModel):
                 else keras.regularizers.serialize(regularizer)
             ),
         }
-
-
-class _FieldAttention(keras.layers.Layer):
-    """An `InteractingLayer`'s attention weights as a layer of their own, for an
-    explain model: Keras 3's functional graph expects every call of a layer to
-    give the structure of its first (the output alone)."""
-
-    def __init__(self, interacting, **kwargs):
-        super().__init__(name=f"{interacting.name}_weights", **kwargs)
-        self.interacting = interacting
-
-    def call(self, fields):
-        return self.interacting(fields, return_attention_scores=True)[1]
-
-    def compute_output_shape(self, input_shape):
-        fields = input_shape[1]
-        return (input_shape[0], self.interacting.num_heads, fields, fields)
 
 
 def _listed(tasks) -> list:
