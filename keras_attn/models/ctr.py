@@ -35,7 +35,7 @@ from keras_attn._validation import (
     check_int,
     check_positive_int,
 )
-from keras_attn.backend import KERAS_3, clone_initializer, keras, register, tf
+from keras_attn.backend import clone_initializer, keras, register, tf
 from keras_attn.features.dataset import (
     count_batches,
     count_rows,
@@ -1054,7 +1054,9 @@ def split_ctr_model(model, features=None):
 
     Returns:
         `(preprocessor, core)`, two `keras.Model`s; the encoded values are a dict
-        keyed by the names of the layers that make them.
+        (`categorical_ids`, `numeric_preprocessing`, and for a sequence feature
+        `history` of item `item`: `item_lookup`, `history_lookup`, `history_mask`),
+        the preprocessor's outputs and the core's inputs by the same keys.
 
     Example:
 
@@ -1064,7 +1066,7 @@ def split_ctr_model(model, features=None):
     >>> specs = infer_features(df, labels=["click"])
     >>> model = build_ctr_model(specs, ["click"])
     >>> preprocessor, core = split_ctr_model(model)
-    >>> sorted(preprocessor.output_names)
+    >>> sorted(preprocessor.output)
     ['categorical_ids', 'numeric_preprocessing']
     """
     ctr_features_and_tasks(model, features, caller="split_ctr_model")
@@ -1072,9 +1074,7 @@ def split_ctr_model(model, features=None):
     preprocessor = keras.Model(
         model._graph["inputs"], encoded, name=f"{model.name}_preprocessor"
     )
-    outputs = model.output if KERAS_3 else model.outputs
-    if not KERAS_3:
-        outputs = dict(zip(model.output_names, outputs))
+    outputs = output_tensors(model)
     with warnings.catch_warnings():
         # Keras 3 would have the dict keys match the (generated) tensor names; it
         # feeds the core by key all the same.
