@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "check_activation",
     "check_at_most",
     "check_batch_sizes",
     "check_bool",
@@ -33,9 +34,13 @@ __all__ = [
 ]
 
 
-def _fail(name, expected, value, where=None):
+def _message(name, expected, value, where=None) -> str:
     owner = f" of {where}" if where else ""
-    raise ValueError(f"`{name}`{owner} must be {expected}. Received: {name}={value!r}")
+    return f"`{name}`{owner} must be {expected}. Received: {name}={value!r}"
+
+
+def _fail(name, expected, value, where=None):
+    raise ValueError(_message(name, expected, value, where))
 
 
 def _is_int(value) -> bool:
@@ -133,6 +138,28 @@ def check_choice(name: str, value, choices, where=None):
     if not ok:
         _fail(name, f"one of {choices}", value, where)
     return value
+
+
+def check_activation(name: str, value, extra=(), where=None):
+    """`value` must be a Keras activation (a name, a callable or a serialized one),
+    or one of the names in `extra` that the layer computes itself (DIN's "dice").
+
+    Returns the activation function, or the `extra` name as given."""
+    if isinstance(value, str) and value in extra:
+        return value
+    import tensorflow as tf  # only here: the specs import this module too
+
+    try:
+        # tf.keras resolves Keras by the rule keras_attn.backend follows (Keras 3,
+        # or tf_keras under TF_USE_LEGACY_KERAS): the same `activations.get`.
+        return tf.keras.activations.get(value)
+    except (ValueError, TypeError) as error:
+        # Keras 3 says ValueError for an unknown name, tf_keras TypeError for a
+        # value of the wrong type: one message for both.
+        expected = "a Keras activation (a name or a callable)"
+        if extra:
+            expected = " or ".join([*(f'"{e}"' for e in extra), expected])
+        raise ValueError(_message(name, expected, value, where)) from error
 
 
 def check_class_names(class_names, num_classes: int | None = None):

@@ -326,6 +326,10 @@ def test_cgc_is_one_level():
         ({"tasks": ["a"], "num_experts": 2, "expert_units": []}, "expert_units"),
         ({"tasks": ["a"], "num_experts": 2, "expert": "dense"}, "expert='dense'"),
         ({"tasks": ["a"], "num_experts": 2, "dropout": 1.5}, "dropout=1.5"),
+        (
+            {"tasks": ["a"], "num_experts": 2, "expert_activation": "nope"},
+            "`expert_activation` must be a Keras activation.*expert_activation='nope'",
+        ),
     ],
 )
 def test_mmoe_validation(kwargs, match):

@@ -94,8 +94,13 @@ def test_explain_model_gives_the_outputs_and_the_weights_that_explain_them(name)
 def test_explain_model_weights_equal_the_layers_own():
     # CTR: the interacting layer's weights on its own input in the graph.
     model = _ctr()
-    explained = model.explain_model()(ROWS)
-    fields = keras.Model(model.inputs, model._graph["interaction_inputs"][0])(ROWS)
+    explainer = model.explain_model()
+    # The weights come from the model's own forward pass: no layer of its own.
+    assert {layer.name for layer in explainer.layers} <= {
+        layer.name for layer in model.layers
+    }
+    explained = explainer(ROWS)
+    fields = keras.Model(model.inputs, model.interaction[0].input)(ROWS)
     _, weights = model.interaction[0](fields, return_attention_scores=True)
     np.testing.assert_allclose(explained["field_attention_0"], weights, atol=1e-6)
     gates = model.gate_weights_model()(ROWS)

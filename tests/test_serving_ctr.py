@@ -11,9 +11,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from keras_attn.backend import tf
+from keras_attn.backend import keras, tf
 from keras_attn.datasets import census_features, census_tasks, load_census_sample
-from keras_attn.features import features_from_json, infer_features, to_dataset
+from keras_attn.features import (
+    CategoricalFeature,
+    SequenceFeature,
+    features_from_json,
+    infer_features,
+    to_dataset,
+)
 from keras_attn.models import build_ctr_model
 from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export, latest_version, read_features_json
@@ -214,3 +220,39 @@ def test_export_folds_the_core_weights_into_constants(
     explain = tf.saved_model.load(str(folded)).signatures["explain"](**batch)
     for name, value in expected.items():
         np.testing.assert_allclose(explain[name].numpy(), value, atol=1e-6)
+
+
+@pytest.mark.generation_specific
+def test_folded_export_of_a_model_with_a_behaviour_history(tmp_path):
+    # The core's inputs are the encoded dict's keys (`history_mask`), not the
+    # names of the layers that make them (`history_split`, SequenceSplit's second
+    # output): under tf_keras the folded export failed with "Missing data for
+    # input history_mask" (issue 31).
+    specs = [
+        CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
+        CategoricalFeature("user", vocabulary=["u1", "u2"]),
+        SequenceFeature("history", shares="item", max_len=3),
+    ]
+    model = build_ctr_model(
+        specs,
+        ["click"],
+        embedding_dim=4,
+        bottom_units=(4,),
+        tower_units=(),
+        din_hidden_units=(4,),
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+    )
+    rows = {
+        "item": tf.constant(["i1", "i2", "nope", "i3"]),
+        "user": tf.constant(["u1", "u2", "u1", "u2"]),
+        # Empty, unseen, longer than max_len: the mask and the lookups both count.
+        "history": tf.constant(["i1|i2", "", "i9|i3", "i3|i2|i1|i2|i3"]),
+    }
+    path = export(model, tmp_path / "din")
+    assert _request_ops(path)["ReadVariableOp"] == 0  # the weights were folded
+    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
+    served = serve(**rows)["click"].numpy()
+    np.testing.assert_allclose(served, model(rows)["click"].numpy(), atol=1e-6)
+    # The history reaches the served output.
+    other = serve(**{**rows, "history": tf.constant(["i3", "i1", "", "i1"])})
+    assert np.abs(other["click"].numpy() - served).max() > 1e-6

@@ -16,8 +16,11 @@ from keras_attn.layers import (
     ContextAttentionPooling,
     Dice,
     FactorizedEmbedding,
+    FeatureCross,
     FieldEmbedding,
     InteractingLayer,
+    LocalActivationUnit,
+    MMoE,
     MultiHeadAttention,
     MultiHeadSelfAttention,
     PositionEmbedding,
@@ -100,6 +103,58 @@ def test_int_arguments_go_through_the_shared_check(module, function, kwargs, mes
 
     with pytest.raises(ValueError, match=message):
         getattr(importlib.import_module(module), function)(**kwargs)
+
+
+# An unknown name is Keras 3's ValueError, a value of the wrong type tf_keras'
+# TypeError: under either generation the one message comes.
+@pytest.mark.generation_specific
+@pytest.mark.parametrize("bad", ["no_such", 5, [1], "dice"])
+def test_an_activation_that_keras_cannot_read_is_named(bad):
+    with pytest.raises(ValueError) as info:
+        _validation.check_activation("g", bad)
+    assert str(info.value) == (
+        f"`g` must be a Keras activation (a name or a callable). Received: g={bad!r}"
+    )
+    assert info.value.__cause__ is not None  # Keras' own error stays readable
+    if bad != "dice":
+        with pytest.raises(ValueError, match='`g` must be "dice" or a Keras'):
+            _validation.check_activation("g", bad, extra=("dice",))
+
+
+def test_the_activation_check_returns_the_function_or_the_extra_name():
+    assert _validation.check_activation("g", "dice", extra=("dice",)) == "dice"
+    relu = _validation.check_activation("g", "relu")
+    np.testing.assert_allclose(relu(tf.constant([-1.0, 2.0])), [0.0, 2.0])
+    assert _validation.check_activation("g", tf.tanh) is tf.tanh
+    with pytest.raises(ValueError, match="`g` of layer 'x' must be"):
+        _validation.check_activation("g", "no_such", where="layer 'x'")
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda: MMoE(["a"], num_experts=2, expert_activation="no_such"),
+            "`expert_activation` must be a Keras activation (a name or a callable). "
+            "Received: expert_activation='no_such'",
+        ),
+        (
+            lambda: FeatureCross(projection_dim=2, activation="no_such"),
+            "`activation` must be a Keras activation (a name or a callable). "
+            "Received: activation='no_such'",
+        ),
+        (
+            lambda: LocalActivationUnit(activation="no_such"),
+            '`activation` must be "dice" or a Keras activation (a name or a '
+            "callable). Received: activation='no_such'",
+        ),
+    ],
+)
+def test_activation_arguments_go_through_the_shared_check(make, message):
+    # MMoE/PLE, FeatureCross and DIN each had a hand-written check (issue 29).
+    with pytest.raises(ValueError) as info:
+        make()
+    assert str(info.value) == message
 
 
 # --------------------------------------------------------- ranks and batch sizes

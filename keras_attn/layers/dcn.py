@@ -4,6 +4,7 @@ low-rank experts."""
 from __future__ import annotations
 
 from keras_attn._validation import (
+    check_activation,
     check_bool,
     check_mask_shape,
     check_positive_int,
@@ -115,13 +116,7 @@ class FeatureCross(Layer):
                 "(the experts are low rank). Received: projection_dim=None, "
                 f"num_experts={num_experts!r}"
             )
-        try:
-            self._activation_fn = keras.activations.get(activation)
-        except (ValueError, TypeError) as error:
-            raise ValueError(
-                "`activation` must be a Keras activation (a name or a callable). "
-                f"Received: activation={activation!r}"
-            ) from error
+        self._activation_fn = check_activation("activation", activation)
         self.activation = activation
         self.supports_masking = True
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from keras_attn._validation import (
+    check_activation,
     check_batch_sizes,
     check_bool,
     check_choice,
@@ -243,18 +244,6 @@ class Dice(Layer):
 INTERACTIONS = ("concat_diff_product", "outer_product")
 
 
-def _check_activation(activation):
-    if activation == "dice":
-        return
-    try:
-        keras.activations.get(activation)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            '`activation` must be "dice" or a Keras activation. '
-            f"Received: activation={activation!r}"
-        ) from error
-
-
 @register
 class LocalActivationUnit(Layer):
     """DIN's local activation unit: one relevance score per history item.
@@ -327,7 +316,7 @@ class LocalActivationUnit(Layer):
     ):
         super().__init__(**kwargs)
         units = check_positive_int_list("hidden_units", hidden_units)
-        _check_activation(activation)
+        activation_fn = check_activation("activation", activation, extra=("dice",))
         check_rate("dropout", dropout)
         check_choice("interaction", interaction, INTERACTIONS)
         self.hidden_units = units
@@ -344,7 +333,7 @@ class LocalActivationUnit(Layer):
             self._activation_fn = None
         else:
             self.dice_layers = []
-            self._activation_fn = keras.activations.get(activation)
+            self._activation_fn = activation_fn
         self.dropout_layer = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="dropout_layer"
         )

@@ -6,6 +6,7 @@ import json
 import math
 
 from keras_attn._validation import (
+    check_activation,
     check_choice,
     check_positive_int,
     check_positive_int_list,
@@ -81,13 +82,7 @@ class _ExpertsMixin:
         check_choice("gate_score", gate_score, SCORES)
         check_positive_int("gate_units", gate_units, allow_none=True)
         check_rate("dropout", dropout)
-        try:
-            self._activation_fn = keras.activations.get(expert_activation)
-        except (ValueError, TypeError) as error:
-            raise ValueError(
-                "`expert_activation` must be a Keras activation. "
-                f"Received: expert_activation={expert_activation!r}"
-            ) from error
+        self._activation_fn = check_activation("expert_activation", expert_activation)
         self.gate = gate
         self.gate_score = gate_score
         self.gate_units = gate_units

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from keras_attn.backend import KERAS_3, ReplicaBuild, keras
+from keras_attn.backend import ReplicaBuild, keras
 
 __all__ = ["FunctionalModel", "Parts", "arguments_of", "output_tensors"]
 
@@ -26,11 +26,20 @@ def arguments_of(local_variables: dict) -> dict:
 
 
 def output_tensors(model) -> dict:
-    """A functional model's symbolic outputs by name (`{name: KerasTensor}`), the
-    same under both generations (tf_keras keeps a list beside `output_names`)."""
-    if KERAS_3:
-        return dict(model.output)
-    return dict(zip(model.output_names, model.outputs))
+    """A functional model's symbolic outputs by name (`{name: KerasTensor}`): the
+    keys of the dict the model was built with, under both generations.
+
+    Not `output_names`: those are the names of the layers that make the outputs, so
+    a layer's second output (a `SequenceSplit`'s mask, keyed `history_mask`) would
+    be named after the layer (`history_split`). A model built with a list or a
+    single tensor has no keys: its outputs go by `output_names`.
+    """
+    outputs = model.output
+    if isinstance(outputs, dict):
+        return dict(outputs)
+    if not isinstance(outputs, (list, tuple)):
+        outputs = [outputs]
+    return dict(zip(model.output_names, outputs))
 
 
 class Parts:

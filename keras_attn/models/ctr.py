@@ -35,7 +35,7 @@ from keras_attn._validation import (
     check_int,
     check_positive_int,
 )
-from keras_attn.backend import KERAS_3, clone_initializer, keras, register, tf
+from keras_attn.backend import clone_initializer, keras, register, tf
 from keras_attn.features.dataset import (
     count_batches,
     count_rows,
@@ -447,10 +447,14 @@ class CTRModel(FunctionalModel):
             if len(fields) == 1
             else keras.layers.Concatenate(axis=1, name="fields")(fields)
         )  # (batch, num_fields, dim)
-        interaction_inputs = []
+        field_attention = []
         for layer in interaction:
-            interaction_inputs.append(x)
-            x = layer(x)
+            if isinstance(layer, InteractingLayer):
+                # The weights come out of the same forward pass, as the gates do.
+                x, weights = layer(x, return_attention_scores=True)
+                field_attention.append(weights)  # (batch, heads, fields, fields)
+            else:
+                x = layer(x)
         dense_inputs = [keras.layers.Flatten(name="flat_fields")(x)]
         if numeric is not None:
             dense_inputs.append(numeric)
@@ -544,7 +548,7 @@ class CTRModel(FunctionalModel):
                 "inputs": inputs,
                 "encoded": encoded,
                 "gates": gates,
-                "interaction_inputs": interaction_inputs,
+                "field_attention": field_attention,
             },
         )
         object.__setattr__(self, "_embeddings", (initializer, regularizer))
@@ -620,15 +624,8 @@ class CTRModel(FunctionalModel):
             f"{task}_gate_weights": gates
             for task, gates in (graph["gates"] or {}).items()
         }
-        interacting = [
-            (layer, fields)
-            for layer, fields in zip(self.interaction, graph["interaction_inputs"])
-            if isinstance(layer, InteractingLayer)
-        ]
-        for i, (layer, fields) in enumerate(interacting):
-            # The layer once more on its input in the graph, for its weights:
-            # (batch, heads, fields, fields).
-            explained[f"field_attention_{i}"] = _FieldAttention(layer)(fields)
+        for i, weights in enumerate(graph["field_attention"]):
+            explained[f"field_attention_{i}"] = weights
         if not explained:
             raise ValueError(
                 f"Model {self.name!r} has neither MMoE/PLE gates nor interacting "
@@ -657,23 +654,6 @@ class CTRModel(FunctionalModel):
                 else keras.regularizers.serialize(regularizer)
             ),
         }
-
-
-class _FieldAttention(keras.layers.Layer):
-    """An `InteractingLayer`'s attention weights as a layer of their own, for an
-    explain model: Keras 3's functional graph expects every call of a layer to
-    give the structure of its first (the output alone)."""
-
-    def __init__(self, interacting, **kwargs):
-        super().__init__(name=f"{interacting.name}_weights", **kwargs)
-        self.interacting = interacting
-
-    def call(self, fields):
-        return self.interacting(fields, return_attention_scores=True)[1]
-
-    def compute_output_shape(self, input_shape):
-        fields = input_shape[1]
-        return (input_shape[0], self.interacting.num_heads, fields, fields)
 
 
 def _listed(tasks) -> list:
@@ -1074,7 +1054,9 @@ def split_ctr_model(model, features=None):
 
     Returns:
         `(preprocessor, core)`, two `keras.Model`s; the encoded values are a dict
-        keyed by the names of the layers that make them.
+        (`categorical_ids`, `numeric_preprocessing`, and for a sequence feature
+        `history` of item `item`: `item_lookup`, `history_lookup`, `history_mask`),
+        the preprocessor's outputs and the core's inputs by the same keys.
 
     Example:
 
@@ -1084,7 +1066,7 @@ def split_ctr_model(model, features=None):
     >>> specs = infer_features(df, labels=["click"])
     >>> model = build_ctr_model(specs, ["click"])
     >>> preprocessor, core = split_ctr_model(model)
-    >>> sorted(preprocessor.output_names)
+    >>> sorted(preprocessor.output)
     ['categorical_ids', 'numeric_preprocessing']
     """
     ctr_features_and_tasks(model, features, caller="split_ctr_model")
@@ -1092,9 +1074,7 @@ def split_ctr_model(model, features=None):
     preprocessor = keras.Model(
         model._graph["inputs"], encoded, name=f"{model.name}_preprocessor"
     )
-    outputs = model.output if KERAS_3 else model.outputs
-    if not KERAS_3:
-        outputs = dict(zip(model.output_names, outputs))
+    outputs = output_tensors(model)
     with warnings.catch_warnings():
         # Keras 3 would have the dict keys match the (generated) tensor names; it
         # feeds the core by key all the same.
