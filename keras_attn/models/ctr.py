@@ -389,6 +389,15 @@ class CTRModel(FunctionalModel):
         by_name = {f.name: f for f in features}
         plain = [n for n in prep["ids"] if n not in shared]
         numeric = prep["numeric"]
+        if linear and not plain and numeric is None:
+            # The linear part weighs the plain fields; an item a history shares is
+            # the candidate of the sequence pooling, not one of them.
+            raise ValueError(
+                "`linear=True` needs a categorical feature that no sequence shares, "
+                "or a numeric feature. Received: linear=True with features "
+                f"{[f.name for f in features]}, whose categorical features "
+                f"{sorted(shared)} are shared by the sequence features {sequences}"
+            )
         encoded = {}
 
         # Encoders: field embeddings, interaction, sequence pooling.
@@ -488,11 +497,6 @@ class CTRModel(FunctionalModel):
                 t: plain_fields(1, f"{t}_linear", clone_initializer(initializer))
                 for t in task_names
             }
-            if any(part is None for part in linear_parts.values()):
-                raise ValueError(
-                    "`linear=True` needs plain categorical or numeric features for "
-                    f"the linear part. Received: only sequence features {sequences}"
-                )
         heads = {
             t.name: keras.layers.Dense(
                 1,
