@@ -430,6 +430,12 @@ WIDE_CHOICES = {
         term_weighting="sublinear", idf=True, combiner="l2", nb_ratio=True
     ),
     "binary_nb": dict(term_weighting="binary", combiner="l2", nb_ratio=True),
+    # The n-grams of at least 2 fitting documents looked up (`NgramVocabulary`),
+    # not hashed.
+    "tfidf_df2": dict(term_weighting="sublinear", idf=True, combiner="l2", min_df=2),
+    "tfidf_nb_df2": dict(
+        term_weighting="sublinear", idf=True, combiner="l2", nb_ratio=True, min_df=2
+    ),
 }
 WIDE_C = (10.0, 30.0)
 
@@ -459,7 +465,7 @@ def select_wide(names) -> str:
         _tokenize_all,
         corpus_limits,
     )
-    from keras_attn.text import HashedNgrams
+    from keras_attn.text import HashedNgrams, NgramVocabulary
 
     keys = [(f, c) for f in WIDE_CHOICES for c in WIDE_C]
     rows = [
@@ -477,15 +483,24 @@ def select_wide(names) -> str:
         classes = sorted(set(ytr))
         y = np.array([classes.index(v) for v in ytr])
         limit = corpus_limits([xtr[i] for i in inner])["max_ngrams"]
-        ids = _tokenize_all(HashedNgrams(max_ngrams=limit), xtr)
+        hashed = _tokenize_all(HashedNgrams(max_ngrams=limit), xtr)
         cells = []
         for features, c in keys:
             keras.utils.set_random_seed(0)
+            choice = dict(WIDE_CHOICES[features])
+            ids, buckets = hashed, {}
+            if "min_df" in choice:
+                ngrams = NgramVocabulary.from_texts(
+                    [xtr[i] for i in inner], choice.pop("min_df"), max_ngrams=limit
+                )
+                ids = _tokenize_all(ngrams, xtr)
+                buckets = {"num_buckets": ngrams.num_buckets}
             layer = NgramLinear(
                 len(classes),
                 use_bias=True,
                 kernel_regularizer=keras.regularizers.L2(1 / (2 * c * len(inner))),
-                **WIDE_CHOICES[features],
+                **choice,
+                **buckets,
             )
             layer.adapt(ids[inner], labels=y[inner])
             inputs = keras.Input((ids.shape[1],), dtype="int32")
@@ -807,7 +822,10 @@ def main(argv=None) -> int:
                 "read. tfidf: sublinear tf, smoothed IDF, L2 norm (scikit-learn's "
                 "TfidfVectorizer over the hashed word uni- and bigrams); _nb: the "
                 "table scaled by naive-Bayes log-count ratios (NBSVM); binary: "
-                "each distinct n-gram once. Accuracy on the inner 20 %.\n\n" + text,
+                "each distinct n-gram once; _df2: the n-grams of at least 2 of the "
+                "inner fitting documents looked up (`NgramVocabulary`), the others "
+                "dropped, instead of every n-gram hashed into 2**18 buckets. "
+                "Accuracy on the inner 20 %.\n\n" + text,
                 f"python -m benchmarks.bench_text --datasets {args.datasets} "
                 "--select-wide",
             )

@@ -215,3 +215,17 @@ def test_a_failed_export_keeps_the_trained_model(tmp_path, capsys, data, monkeyp
     model = keras.saving.load_model(kept)
     out = model({"city": tf.constant(["a"]), "age": tf.constant([40.0])})
     assert out["click"].shape == (1, 1) and 0 < float(out["click"][0, 0]) < 1
+
+
+@pytest.mark.generation_neutral
+def test_wide_min_df_goes_with_the_wide_part_only(tmp_path, capsys):
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"text": "a b", "label": 1}\n{"text": "c d", "label": 0}\n')
+    args = ["train", "text", "--data", str(jsonl), "--text-column", "text"]
+    args += ["--label-column", "label"]
+    assert main(args + ["--no-wide", "--wide-min-df", "2"]) == 2
+    assert "--wide-min-df 2 sets the wide part's n-grams" in _error(capsys)
+    with pytest.raises(SystemExit):
+        main(args + ["--wide-min-df", "two"])
+    err = capsys.readouterr().err
+    assert "--wide-min-df: must be a non-negative integer, got 'two'" in err

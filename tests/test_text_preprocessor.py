@@ -341,7 +341,7 @@ def _staged_parts(wide):
     kind = tc.TEXT_MODELS["transformer"]
     fit = _fit(wide=wide, batch_size=4)
     fit.model_kwargs = SMALL["transformer"]
-    preprocessor = kind.preprocessor(fit)
+    preprocessor, _ = tc._ngram_stage(fit, kind.preprocessor(fit))
     net = kind.model(fit, preprocessor)
     preprocessor = preprocessor.for_classifier(net)
     y = np.array([0, 1, 0, 1] * 3, "int32")
@@ -378,6 +378,8 @@ def test_the_wide_and_mix_stages_alone():
             tc.TEXT_MODELS["transformer"], None, "ensemble", {"max_ngrams": 6}, 12
         )
     )
+    # The n-grams of two training documents or more feed the wide part.
+    assert net.wide.lookup == "vocabulary" and "min_df" not in fit.wide
     settings = tc._wide_stage(fit, net, train, validation, staged=True)
     assert set(settings) == {"wide_val_accuracy"} and not net.wide.trainable
     fitted, _, _ = tc._deep_stage(

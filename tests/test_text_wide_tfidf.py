@@ -128,6 +128,23 @@ def test_nb_ratios_match_the_papers_formula_and_scale_the_table():
         layer.adapt(ids, labels=labels + 1)
 
 
+def tfidf_features(ids, buckets, **kwargs):
+    """`(layer, features)`: an `NgramLinear` with sublinear TF-IDF weights and
+    the L2 norm, adapted on `ids`, with an identity table, so its output is the
+    TF-IDF vector itself, `(documents, buckets + 1)`."""
+    layer = NgramLinear(
+        buckets + 1,
+        num_buckets=buckets,
+        term_weighting="sublinear",
+        idf=True,
+        combiner="l2",
+        **kwargs,
+    )
+    layer.adapt(ids)
+    layer.kernel.assign(np.eye(buckets + 1, dtype="float32"))
+    return layer, layer(ids).numpy()
+
+
 def test_tfidf_features_and_idf_equal_scikit_learns():
     from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -140,17 +157,7 @@ def test_tfidf_features_and_idf_equal_scikit_learns():
     reference = vectorizer.fit_transform(list(ids)).toarray()
     columns = [int(term) for term in vectorizer.get_feature_names_out()]
 
-    # An identity table makes the layer's output the TF-IDF vector itself.
-    layer = NgramLinear(
-        buckets + 1,
-        num_buckets=buckets,
-        term_weighting="sublinear",
-        idf=True,
-        combiner="l2",
-    )
-    layer.adapt(ids)
-    layer.kernel.assign(np.eye(buckets + 1, dtype="float32"))
-    features = layer(ids).numpy()
+    layer, features = tfidf_features(ids, buckets)
     np.testing.assert_allclose(layer.idf.numpy()[columns], vectorizer.idf_, rtol=1e-6)
     np.testing.assert_allclose(features[:, columns], reference, rtol=1e-5, atol=1e-6)
     unseen = np.setdiff1d(np.arange(buckets + 1), columns)

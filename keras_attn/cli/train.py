@@ -92,6 +92,18 @@ def _files(args, path):
         return CSVFiles(path, encoding=args.encoding)
 
 
+def _wide_argument(args):
+    """`fit_text_classifier`'s `wide` from --wide / --no-wide and --wide-min-df."""
+    if args.wide_min_df is None:
+        return args.wide
+    if args.wide is False:
+        raise UsageError(
+            f"--wide-min-df {args.wide_min_df} sets the wide part's n-grams: it "
+            "cannot go with --no-wide"
+        )
+    return {"min_df": args.wide_min_df or None}
+
+
 def _positives(args, labels) -> dict:
     positives = {}
     for item in args.positive or []:
@@ -445,7 +457,7 @@ def train_text(args: argparse.Namespace) -> int:
         labels,
         model=args.model,
         validation_fraction=args.validation_split,
-        wide=args.wide,
+        wide=_wide_argument(args),
         wide_training=args.wide_training,
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -639,9 +651,16 @@ def _add_text(kinds) -> None:
         "--wide",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="add the wide part (a TF-IDF logistic regression on hashed word uni- "
+        help="add the wide part (a TF-IDF logistic regression on word uni- "
         "and bigrams; default: on for han, transformer and --checkpoint, off for "
         "bert from scratch)",
+    )
+    p.add_argument(
+        "--wide-min-df",
+        type=non_negative,
+        help="the wide part's n-grams: those of at least this many training "
+        "documents, looked up (0: all n-grams, hashed; default: "
+        "keras_attn.models.text_wide.WIDE_DEFAULTS); implies --wide",
     )
     p.add_argument(
         "--wide-training",

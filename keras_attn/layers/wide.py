@@ -24,6 +24,9 @@ __all__ = ["COMBINERS", "TERM_WEIGHTINGS", "NgramLinear"]
 
 COMBINERS = ("sum", "mean", "sqrtn", "l2")
 TERM_WEIGHTINGS = ("count", "binary", "sublinear")
+#: Where a layer's ids come from: `HashedNgrams` ("hash") or an
+#: `NgramVocabulary` ("vocabulary", which only its own vocabulary can rebuild).
+LOOKUPS = ("hash", "vocabulary")
 
 
 @register
@@ -69,9 +72,11 @@ class NgramLinear(Layer):
     `scale · W`: Adam's steps are about the learning rate in `W`, so the wide part
     learns `scale` times faster than a deep part trained with it
     (benchmarks/RESULTS.md). It also records the hashing of its ids
-    (`ngram_widths`, `max_ngrams`, `lowercase`), so
-    `keras_attn.text.HashedNgrams.matching(layer)` rebuilds the layer that feeds
-    it: the serving model uses that.
+    (`ngram_widths`, `max_ngrams`, `lowercase`, `lookup`), so
+    `keras_attn.text.HashedNgrams.matching(layer)` rebuilds the hashing layer that
+    feeds it; with `lookup="vocabulary"` its ids come from an `NgramVocabulary`
+    (`num_buckets` its size), which only that vocabulary gives, so `matching`
+    refuses and the classifier's preprocessor holds the layer.
 
     Args:
         units: int. Number of outputs (classes).
@@ -88,6 +93,8 @@ class NgramLinear(Layer):
         nb_ratio: bool. Scale the table by naive-Bayes log-count ratios (set by
             `adapt` with labels). Defaults to False.
         kernel_regularizer: optional regularizer of `W` (e.g. `L2(1e-6)`).
+        lookup: str. "hash" (ids from `HashedNgrams`) or "vocabulary" (from an
+            `NgramVocabulary` of `num_buckets` n-grams). Defaults to "hash".
 
     Call arguments:
         inputs: int ids `(batch, ngrams)` from `HashedNgrams`.
@@ -124,9 +131,11 @@ class NgramLinear(Layer):
         use_bias: bool = False,
         kernel_regularizer=None,
         nb_ratio: bool = False,
+        lookup: str = "hash",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_choice("lookup", lookup, LOOKUPS)
         check_positive_int("units", units)
         check_finite("scale", scale, minimum=0, exclusive_minimum=True)
         check_choice("combiner", combiner, COMBINERS)
@@ -146,16 +155,18 @@ class NgramLinear(Layer):
         self.use_idf = check_bool("idf", idf)
         self.use_bias = check_bool("use_bias", use_bias)
         self.nb_ratio = check_bool("nb_ratio", nb_ratio)
+        self.lookup = lookup
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
 
     def hashing_config(self) -> dict:
-        """The hashing of this layer's ids: `HashedNgrams(**layer.hashing_config())`
-        (or `HashedNgrams.matching(layer)`) gives them from raw strings."""
+        """How this layer's ids are made: `HashedNgrams.matching(layer)` gives
+        them from raw strings (with `lookup="hash"`)."""
         return {
             "num_buckets": self.num_buckets,
             "ngram_widths": list(self.ngram_widths),
             "max_ngrams": self.max_ngrams,
             "lowercase": self.lowercase,
+            "lookup": self.lookup,
         }
 
     def hasher(self, name=None):
@@ -350,6 +361,7 @@ class NgramLinear(Layer):
             "idf": self.use_idf,
             "use_bias": self.use_bias,
             "nb_ratio": self.nb_ratio,
+            "lookup": self.lookup,
             "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
         }
         return {**super().get_config(), **config}

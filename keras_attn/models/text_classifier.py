@@ -78,6 +78,7 @@ from keras_attn.models.text_wide import (  # noqa: F401
     _fit_wide_part,
     _fold_mix,
     _mix_stage,
+    _ngram_stage,
     _resolve_wide,
     _wide_settings,
     _wide_stage,
@@ -350,8 +351,10 @@ def fit_text_classifier(
     up linearly over the first epoch (a checkpoint's fine-tuning: see above).
 
     HAN and the Transformer get a wide part by default (`wide=None`): a logistic
-    regression on TF-IDF features of the hashed word uni- and bigrams
-    (`NgramLinear` with `WIDE_DEFAULTS`, the IDF read off the training documents)
+    regression on TF-IDF features of the word uni- and bigrams of at least
+    `min_df` (2) training documents (`NgramVocabulary`; `wide={"min_df": None}`
+    or a `num_buckets` hashes them all instead) (`NgramLinear` with
+    `WIDE_DEFAULTS`, the IDF read off the training documents)
     whose logits are added to the deep model's, in one graph, so the export still
     takes raw strings. `wide_training` says how the two are trained:
 
@@ -570,6 +573,8 @@ def fit_text_classifier(
     # preprocessor -> model -> [pretrain] -> [wide] -> deep -> [mix]
     # The tokenizer runs on the host (tf.data, serving): outside the scope.
     preprocessor = kind.preprocessor(run)
+    # [ngrams]: the wide part's n-gram vocabulary, before the model is sized.
+    preprocessor, ngram_settings = _ngram_stage(run, preprocessor)
     # The model's and the optimizer's variables; its layers take the policy.
     with strategy.scope(), policy_scope(mixed_precision):
         net = kind.model(run, preprocessor)
@@ -583,6 +588,7 @@ def fit_text_classifier(
         validation = (preprocessor.inputs(validation_texts), encode(validation_labels))
     settings = {"checkpoint": str(checkpoint.path)} if kind.fine_tune else {}
     settings.update(kind.settings)
+    settings.update(ngram_settings)
     if pretrain_epochs:
         # `texts` is the training part: the early-stopping part is carved off.
         with strategy.scope(), policy_scope(mixed_precision):

@@ -85,10 +85,17 @@ class TextPreprocessor(Layer):
 
     def for_classifier(self, classifier) -> TextPreprocessor:
         """This kind's preprocessor for `classifier`: the same tokenizer, with the
-        `HashedNgrams` its wide part records (`HashedNgrams.matching`; none
-        without a wide part)."""
+        n-grams that feed its wide part: this preprocessor's own when they do
+        (an `NgramVocabulary` from the training documents), else the
+        `HashedNgrams` the wide part records (`HashedNgrams.matching`); none
+        without a wide part."""
         wide = wide_layer(classifier)
-        ngrams = None if wide is None else HashedNgrams.matching(wide)
+        if wide is None:
+            ngrams = None
+        elif self.ngrams is not None and self.ngrams.feeds(wide):
+            ngrams = self.ngrams
+        else:
+            ngrams = HashedNgrams.matching(wide)
         return type(self)(self.tokenizer, ngrams=ngrams, name=self.name)
 
     def encode(self, texts) -> dict:

@@ -21,7 +21,7 @@ from keras_attn.text.datasets import (
     stratified_split,
 )
 from keras_attn.text.labels import early_stopping_split, text_labels
-from keras_attn.text.ngrams import HashedNgrams
+from keras_attn.text.ngrams import HashedNgrams, NgramVocabulary
 from keras_attn.text.pretraining import (
     mask_tokens,
     pack_document_windows,
@@ -43,6 +43,7 @@ from keras_attn.text.tokenizers import (
 __all__ = [
     "BertTokenizer",
     "HashedNgrams",
+    "NgramVocabulary",
     "PAD",
     "SHIPPED_VOCABULARIES",
     "UNK",
