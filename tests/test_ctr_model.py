@@ -221,6 +221,42 @@ def test_compile_wires_loss_weights_and_auc():
     assert logs["loss"] == pytest.approx(logs["buy_loss"], rel=1e-4)
 
 
+def test_compile_ctr_model_matches_tasks_with_the_output_dict_keys():
+    # The output dict's keys are the task names; the layers are named otherwise,
+    # in the other order (a check against output_names refused this model).
+    x = keras.Input((3,), name="x")
+    outputs = {
+        "click": keras.layers.Dense(1, "sigmoid", name="b_dense")(x),
+        "buy": keras.layers.Dense(1, "sigmoid", name="a_dense")(x),
+    }
+    model = keras.Model({"x": x}, outputs)
+    compile_ctr_model(model, [Task("click", loss_weight=0.0), Task("buy")])
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.normal(size=(8, 3)).astype("float32")}
+    labels = {"click": np.ones((8, 1)), "buy": rng.integers(0, 2, (8, 1))}
+    logs = model.evaluate(inputs, labels, return_dict=True, verbose=0)
+    # With weight 0 on click the total is buy's loss, from buy's output.
+    buy = model.predict(inputs, verbose=0)["buy"]
+    expected = keras.losses.binary_crossentropy(labels["buy"], buy)
+    assert logs["loss"] == pytest.approx(float(np.mean(expected)), rel=1e-4)
+    with pytest.raises(ValueError, match=r"Tasks \['view'\] .* \['click', 'buy'\]"):
+        compile_ctr_model(model, ["click", "view"])
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1, "sigmoid", name="dense")
+
+        def call(self, inputs):
+            return {"click": self.dense(inputs["x"])}
+
+    # Never called: its outputs are unknown until its first step, which matches
+    # the loss dict with them.
+    subclassed = compile_ctr_model(Subclassed(), ["click"])
+    history = subclassed.fit(inputs, {"click": labels["buy"]}, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+
+
 @pytest.mark.parametrize("gate", ["softmax", "attention"])
 def test_split_model_composes_to_the_whole_on_raw_rows(gate):
     df = _synthetic(32)

@@ -900,14 +900,27 @@ def _optimizer(optimizer, learning_rate):
     return optimizer
 
 
+def _output_keys(model) -> list | None:
+    """The names a loss dict is matched with: the keys of the output dict a
+    functional model was built with (`output_tensors`; `output_names` are the
+    producing layers' names, which need not be those), a list model's
+    `output_names`, or None for a subclassed model never called symbolically,
+    whose outputs Keras knows only on its first step."""
+    try:
+        return list(output_tensors(model))
+    except AttributeError:  # no `.output`: "never called" / "no inbound nodes"
+        names = getattr(model, "output_names", None)  # absent in Keras 3, or None
+        return None if names is None else list(names)
+
+
 def _compile_for_tasks(model, tasks, optimizer="adam", learning_rate=None, **kwargs):
     """Compiles any model whose outputs are keyed by the `tasks`' names."""
     tasks = as_tasks(tasks)
-    missing = [t.name for t in tasks if t.name not in model.output_names]
+    outputs = _output_keys(model)
+    missing = [t.name for t in tasks if outputs is not None and t.name not in outputs]
     if missing:
         raise ValueError(
-            f"Tasks {missing} are not outputs of the model. Outputs: "
-            f"{list(model.output_names)}"
+            f"Tasks {missing} are not outputs of the model. Outputs: {outputs}"
         )
     keras.Model.compile(
         model,
