@@ -99,7 +99,10 @@ def _cut(length: int) -> int:
 
 #: The settings compared on the validation part (`--validate`), for every loss.
 LEARNING_RATES = (3e-4, 1e-3, 3e-3)
-EPOCH_CHECKPOINTS = (5, 10, 20, 40)
+EPOCH_CHECKPOINTS = (5, 10, 20, 40, 80)
+#: A validation fit stops once its NDCG@10 has fallen at this many checkpoints in
+#: a row (the later cells are left blank): the same rule for every loss.
+PATIENCE = 2
 #: Rows whose loss `--validate` tunes (the others share their loss's choice).
 VALIDATED = ("pointwise", "softmax", "softmax_gain", "list_mle", "pairwise")
 #: Each loss's (learning rate, epochs) of best validation NDCG@10 (RESULTS.md:
@@ -257,6 +260,12 @@ def gain_targets(labels):
     return np.where(labels >= 0, 2.0**labels - 1.0, -1.0).astype("float32")
 
 
+def _fallen(values: list) -> bool:
+    """Whether the last `PATIENCE` checkpoints each fell below the one before."""
+    tail = values[-PATIENCE - 1 :]
+    return len(tail) > PATIENCE and all(b < a for a, b in zip(tail, tail[1:]))
+
+
 def run_one(
     out_dir: str,
     which: str,
@@ -291,6 +300,8 @@ def run_one(
         if validation and epoch in EPOCH_CHECKPOINTS:
             scores = model.predict(x_test, batch_size=64, verbose=0)
             checkpoints[epoch] = float(ndcg_at_10(labels, scores).mean())
+            if _fallen(list(checkpoints.values())):
+                break
     wall = time.perf_counter() - start
     if validation:
         return {"validation": checkpoints, "learning_rate": learning_rate}
@@ -350,7 +361,10 @@ def validate(args) -> int:
                         best[loss] = ((learning_rate, epochs), value)
                 rows.append(
                     f"| {RUNS[which][0]} | {learning_rate:g} | "
-                    + " | ".join(f"{values[e]:.4f}" for e in EPOCH_CHECKPOINTS)
+                    + " | ".join(
+                        f"{values[e]:.4f}" if e in values else ""
+                        for e in EPOCH_CHECKPOINTS
+                    )
                     + " |"
                 )
     body = (
@@ -360,7 +374,8 @@ def validate(args) -> int:
         f"{CONFIG['min_test']}) are the validation list and the earlier ones the "
         f"training lists; seed {args.seed}, the rest as the bench_ranking section. "
         f"{machine(loads)} Mean NDCG@10 over the users' validation lists after "
-        "each number of epochs:\n\n"
+        f"each number of epochs (a fit stopped once it had fallen at {PATIENCE} "
+        "checkpoints in a row: the later cells blank):\n\n"
         "| loss | learning rate | "
         + " | ".join(f"{e} epochs" for e in EPOCH_CHECKPOINTS)
         + " |\n|---|---|"
