@@ -103,16 +103,20 @@ EPOCH_CHECKPOINTS = (5, 10, 20, 40, 80)
 #: A validation fit stops once its NDCG@10 has fallen at this many checkpoints in
 #: a row (the later cells are left blank): the same rule for every loss.
 PATIENCE = 2
+#: AdamW's decoupled weight decay (each step, every trainable weight shrinks by
+#: learning rate x decay; 0 is plain Adam), tried at each loss's chosen learning
+#: rate (`--validate --decay`): the one regularization lever, the same for every loss.
+WEIGHT_DECAYS = (0.0, 0.1, 1.0)
 #: Rows whose loss `--validate` tunes (the others share their loss's choice).
 VALIDATED = ("pointwise", "softmax", "softmax_gain", "list_mle", "pairwise")
 #: Each loss's (learning rate, epochs) of best validation NDCG@10 (RESULTS.md:
 #: bench_ranking_validation); the same loss in keras-rs and under Keras 2 shares it.
 CHOSEN = {
-    "mse": (1e-3, 40),
-    "softmax": (1e-3, 5),
-    "softmax_gain": (3e-4, 20),
-    "list_mle": (3e-4, 40),
-    "pairwise": (3e-4, 40),
+    "mse": (1e-3, 40, 0.0),
+    "softmax": (1e-3, 5, 0.0),
+    "softmax_gain": (3e-4, 20, 0.0),
+    "list_mle": (3e-4, 40, 0.0),
+    "pairwise": (3e-4, 40, 0.0),
 }
 
 
@@ -273,6 +277,7 @@ def run_one(
     epochs: int | None = None,
     learning_rate: float | None = None,
     validation: bool = False,
+    weight_decay: float | None = None,
 ) -> dict:
     """One row: trains and scores the test lists; with `validation`, trains on the
     fit part and scores the validation lists at each of `EPOCH_CHECKPOINTS`
@@ -281,13 +286,19 @@ def run_one(
     from keras_attn.metrics import NDCG
 
     _, library, loss_name, _ = RUNS[which]
-    chosen_lr, chosen_epochs = CHOSEN[loss_name]
+    chosen_lr, chosen_epochs, chosen_decay = CHOSEN[loss_name]
     learning_rate = learning_rate or chosen_lr
+    weight_decay = chosen_decay if weight_decay is None else weight_decay
     epochs = max(EPOCH_CHECKPOINTS) if validation else (epochs or chosen_epochs)
     keras.utils.set_random_seed(seed)
     train, test, genres, num_users, num_items = load(validation)
     model = build_model(num_users, num_items, genres)
-    model.compile(keras.optimizers.Adam(learning_rate), loss=_loss(library, loss_name))
+    optimizer = (
+        keras.optimizers.AdamW(learning_rate, weight_decay=weight_decay)
+        if weight_decay
+        else keras.optimizers.Adam(learning_rate)
+    )
+    model.compile(optimizer, loss=_loss(library, loss_name))
     x_test, labels = test_lists(test)
     rng = np.random.default_rng(seed)
     checkpoints = {}
@@ -304,7 +315,11 @@ def run_one(
                 break
     wall = time.perf_counter() - start
     if validation:
-        return {"validation": checkpoints, "learning_rate": learning_rate}
+        return {
+            "validation": checkpoints,
+            "learning_rate": learning_rate,
+            "weight_decay": weight_decay,
+        }
     scores = model.predict(x_test, batch_size=64, verbose=0)
     per_user = ndcg_at_10(labels, scores)
     metric = NDCG(k=10)
@@ -317,6 +332,7 @@ def run_one(
         "wall_s": wall,
         "epochs": epochs,
         "learning_rate": learning_rate,
+        "weight_decay": weight_decay,
         "train_lists": len(y),
         "test_users": len(labels),
         "test_items": int((labels >= 0).sum()),
@@ -326,7 +342,7 @@ def run_one(
 _SCRIPT = r"""
 import json, sys
 from benchmarks.bench_ranking import run_one
-out_dir, which, seed, epochs, learning_rate, validation = sys.argv[1:7]
+out_dir, which, seed, epochs, learning_rate, validation, decay = sys.argv[1:8]
 try:
     import keras_rs  # noqa: F401
 except ImportError:
@@ -334,58 +350,81 @@ except ImportError:
         print(json.dumps(None)); sys.exit(0)
 print(json.dumps(run_one(
     out_dir, which, int(seed), int(epochs) or None, float(learning_rate) or None,
-    validation == "1",
+    validation == "1", None if decay == "chosen" else float(decay),
 )))
 """
 
 
 def validate(args) -> int:
-    """Each loss of `VALIDATED` at each learning rate, scored on the validation
-    lists at each checkpoint; records the table and each loss's best setting."""
+    """Each loss of `VALIDATED` (those in `--runs`) at each learning rate, scored on
+    the validation lists at each checkpoint; records the table and each loss's best
+    setting. With `args.decay`, each loss at its chosen rate (`CHOSEN`) with each
+    of `WEIGHT_DECAYS` instead."""
     loads, rows, best = [os.getloadavg()[0]], [], {}
     with tempfile.TemporaryDirectory() as out_dir:
-        for which in VALIDATED:
-            for learning_rate in LEARNING_RATES:
+        for which in [w for w in VALIDATED if w in args.runs]:
+            loss = RUNS[which][2]
+            grid = (
+                [(CHOSEN[loss][0], decay) for decay in WEIGHT_DECAYS]
+                if args.decay
+                else [(rate, 0.0) for rate in LEARNING_RATES]
+            )
+            for learning_rate, decay in grid:
                 r = run_process(
                     _SCRIPT,
-                    [which, args.seed, 0, learning_rate, 1],
+                    [which, args.seed, 0, learning_rate, 1, decay],
                     legacy=False,
                     out_dir=out_dir,
                 )
                 loads.append(os.getloadavg()[0])
                 values = {int(k): v for k, v in r["validation"].items()}
-                print(which, learning_rate, values, file=sys.stderr, flush=True)
-                loss = RUNS[which][2]
+                print(which, learning_rate, decay, values, file=sys.stderr, flush=True)
+                setting = (learning_rate, decay) if args.decay else (learning_rate,)
                 for epochs, value in values.items():
                     if value > best.get(loss, (None, -1.0))[1]:
-                        best[loss] = ((learning_rate, epochs), value)
+                        best[loss] = ((*setting, epochs), value)
                 rows.append(
-                    f"| {RUNS[which][0]} | {learning_rate:g} | "
+                    f"| {RUNS[which][0]} | "
+                    + "".join(f"{v:g} | " for v in setting)
                     + " | ".join(
                         f"{values[e]:.4f}" if e in values else ""
                         for e in EPOCH_CHECKPOINTS
                     )
                     + " |"
                 )
+    if args.decay:
+        what = (
+            "Each loss's AdamW weight decay (0: Adam) and number of epochs chosen on "
+            "the validation part, at the learning rate chosen on it with Adam (the "
+            "bench_ranking_validation section)"
+        )
+        head = "| loss | learning rate | weight decay | "
+    else:
+        what = (
+            "Each loss's Adam learning rate and number of epochs chosen on a "
+            "validation part"
+        )
+        head = "| loss | learning rate | "
     body = (
-        "Each loss's Adam learning rate and number of epochs chosen on a validation "
-        "part, never on the test lists: of each user's ratings before the test part "
-        f"(time order), the last {CONFIG['test_share']:.0%} (at least "
+        f"{what}, never on the test lists: of each user's ratings before the test "
+        f"part (time order), the last {CONFIG['test_share']:.0%} (at least "
         f"{CONFIG['min_test']}) are the validation list and the earlier ones the "
         f"training lists; seed {args.seed}, the rest as the bench_ranking section. "
         f"{machine(loads)} Mean NDCG@10 over the users' validation lists after "
         f"each number of epochs (a fit stopped once it had fallen at {PATIENCE} "
         "checkpoints in a row: the later cells blank):\n\n"
-        "| loss | learning rate | "
+        + head
         + " | ".join(f"{e} epochs" for e in EPOCH_CHECKPOINTS)
-        + " |\n|---|---|"
-        + "---|" * len(EPOCH_CHECKPOINTS)
+        + " |\n|---|"
+        + "---|" * (len(EPOCH_CHECKPOINTS) + len(head.split("|")) - 3)
         + "\n"
         + "\n".join(rows)
         + "\n\nChosen (highest): "
         + "; ".join(
-            f"{loss}: {lr:g}, {epochs} epochs ({value:.4f})"
-            for loss, ((lr, epochs), value) in best.items()
+            f"{loss}: "
+            + ", ".join(f"{v:g}" for v in setting[:-1])
+            + f", {setting[-1]} epochs ({value:.4f})"
+            for loss, (setting, value) in best.items()
         )
         + "."
     )
@@ -393,10 +432,14 @@ def validate(args) -> int:
     if not args.no_write:
         from benchmarks._results import write_section
 
+        runs = [w for w in VALIDATED if w in args.runs]
+        flags = " --decay" if args.decay else ""
+        if runs != list(VALIDATED):
+            flags += f" --runs {' '.join(runs)}"
         write_section(
-            "bench_ranking_validation",
+            "bench_ranking_validation" + ("_decay" if args.decay else ""),
             body,
-            f"python -m benchmarks.bench_ranking --validate --seed {args.seed}",
+            f"python -m benchmarks.bench_ranking --validate{flags} --seed {args.seed}",
         )
     return 0
 
@@ -409,6 +452,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
     parser.add_argument("--validate", action="store_true")
+    parser.add_argument(
+        "--decay",
+        action="store_true",
+        help="with --validate: WEIGHT_DECAYS at each loss's chosen learning rate",
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not DATA.exists():
@@ -421,7 +469,7 @@ def main(argv=None) -> int:
         for which in args.runs:
             r = run_process(
                 _SCRIPT,
-                [which, args.seed, args.epochs, 0, 0],
+                [which, args.seed, args.epochs, 0, 0, "chosen"],
                 legacy=RUNS[which][3],
                 out_dir=out_dir,
             )
