@@ -365,7 +365,7 @@ def validate(args) -> int:
         for which in [w for w in VALIDATED if w in args.runs]:
             loss = RUNS[which][2]
             grid = (
-                [(CHOSEN[loss][0], decay) for decay in WEIGHT_DECAYS]
+                [(CHOSEN[loss][0], decay) for decay in args.decays]
                 if args.decay
                 else [(rate, 0.0) for rate in LEARNING_RATES]
             )
@@ -433,11 +433,17 @@ def validate(args) -> int:
         from benchmarks._results import write_section
 
         runs = [w for w in VALIDATED if w in args.runs]
+        default_section = "bench_ranking_validation" + ("_decay" if args.decay else "")
+        args.section = args.section or default_section
         flags = " --decay" if args.decay else ""
+        if args.decay and tuple(args.decays) != WEIGHT_DECAYS:
+            flags += f" --decays {' '.join(f'{d:g}' for d in args.decays)}"
+        if args.section != default_section:
+            flags += f" --section {args.section}"
         if runs != list(VALIDATED):
             flags += f" --runs {' '.join(runs)}"
         write_section(
-            "bench_ranking_validation" + ("_decay" if args.decay else ""),
+            args.section,
             body,
             f"python -m benchmarks.bench_ranking --validate{flags} --seed {args.seed}",
         )
@@ -457,6 +463,10 @@ def main(argv=None) -> int:
         action="store_true",
         help="with --validate: WEIGHT_DECAYS at each loss's chosen learning rate",
     )
+    parser.add_argument(
+        "--decays", type=float, nargs="+", default=WEIGHT_DECAYS, help="with --decay"
+    )
+    parser.add_argument("--section", default=None, help="with --validate")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not DATA.exists():
