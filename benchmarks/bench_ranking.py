@@ -515,7 +515,8 @@ def main(argv=None) -> int:
             d = bootstrap_mean(r["per_user"] - base["per_user"])
             diff = f"{d[0]:+.4f} ({d[1]:+.4f} to {d[2]:+.4f})"
         rows.append(
-            f"| {RUNS[which][0]} | {r['learning_rate']:g}, {r['epochs']} | "
+            f"| {RUNS[which][0]} | {r['learning_rate']:g}, {r['weight_decay']:g}, "
+            f"{r['epochs']} | "
             f"{value[0]:.4f} ({value[1]:.4f}-{value[2]:.4f}) | "
             f"{diff} | {r['library_ndcg']:.4f} | {r['wall_s']:.0f} |"
         )
@@ -523,9 +524,9 @@ def main(argv=None) -> int:
     settings = (
         f"{args.epochs} epochs for every row"
         if args.epochs
-        else "each loss's learning rate and epochs as chosen on a validation part "
-        "(the bench_ranking_validation section; the same loss from keras-rs or "
-        "under Keras 2 takes its choice)"
+        else "each loss's learning rate, AdamW weight decay (0: Adam) and epochs as "
+        "chosen on a validation part (the bench_ranking_validation sections; the "
+        "same loss from keras-rs or under Keras 2 takes its choice)"
     )
     body = (
         f"MovieLens-100K, {first['test_users']} users: each user's last "
@@ -533,13 +534,13 @@ def main(argv=None) -> int:
         f"{CONFIG['min_test']}) as a test list ({first['test_items']:,} rated movies "
         f"in all), the earlier ones cut into {first['train_lists']:,} training lists "
         f"of {CONFIG['list_size']} each epoch. The model and its settings: the "
-        f"module docstring (embedding {CONFIG['embedding_dim']}, Adam, batches of "
+        f"module docstring (embedding {CONFIG['embedding_dim']}, batches of "
         f"{CONFIG['batch_lists']} lists), {settings}. One run per row, seed "
         f"{args.seed}, each in a fresh process (Keras 3 unless the row says Keras 2). "
         f"{machine(loads)} NDCG@10 with gains 2^rating - 1; 95% intervals over "
         "1,000 resamplings of the users; the `NDCG(k=10)` column is keras_attn's "
         "metric on the same scores (the same value: a check of the metric).\n\n"
-        "| loss | Adam learning rate, epochs | test NDCG@10 (95%) | "
+        "| loss | learning rate, weight decay, epochs | test NDCG@10 (95%) | "
         "minus the pointwise model's, paired 95% | "
         "`keras_attn.metrics.NDCG(k=10)` | fit wall s |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows)
