@@ -351,13 +351,9 @@ def _part_accuracies(clf, xte, yte) -> dict:
     """Test accuracy of each part of a wide-and-deep ensemble alone (a part whose
     mixing weight is 0 has none: its folded logits are zeros)."""
     from keras_attn.models.classifier_head import deep_part_model, wide_part_model
-    from keras_attn.models.text_classifier import (
-        _deep_inputs,
-        _model_inputs,
-        _predict,
-    )
+    from keras_attn.models.text_classifier import _deep_inputs, _predict
 
-    inputs = _model_inputs(clf.model, clf.tokenizer, xte)
+    inputs = clf.preprocessor.inputs(xte)
     y = np.array([clf.class_names.index(str(v)) for v in yte])
     out = {}
     alpha = clf.settings["wide_weight"]

@@ -221,6 +221,42 @@ def test_compile_wires_loss_weights_and_auc():
     assert logs["loss"] == pytest.approx(logs["buy_loss"], rel=1e-4)
 
 
+def test_compile_ctr_model_matches_tasks_with_the_output_dict_keys():
+    # The output dict's keys are the task names; the layers are named otherwise,
+    # in the other order (a check against output_names refused this model).
+    x = keras.Input((3,), name="x")
+    outputs = {
+        "click": keras.layers.Dense(1, "sigmoid", name="b_dense")(x),
+        "buy": keras.layers.Dense(1, "sigmoid", name="a_dense")(x),
+    }
+    model = keras.Model({"x": x}, outputs)
+    compile_ctr_model(model, [Task("click", loss_weight=0.0), Task("buy")])
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.normal(size=(8, 3)).astype("float32")}
+    labels = {"click": np.ones((8, 1)), "buy": rng.integers(0, 2, (8, 1))}
+    logs = model.evaluate(inputs, labels, return_dict=True, verbose=0)
+    # With weight 0 on click the total is buy's loss, from buy's output.
+    buy = model.predict(inputs, verbose=0)["buy"]
+    expected = keras.losses.binary_crossentropy(labels["buy"], buy)
+    assert logs["loss"] == pytest.approx(float(np.mean(expected)), rel=1e-4)
+    with pytest.raises(ValueError, match=r"Tasks \['view'\] .* \['click', 'buy'\]"):
+        compile_ctr_model(model, ["click", "view"])
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1, "sigmoid", name="dense")
+
+        def call(self, inputs):
+            return {"click": self.dense(inputs["x"])}
+
+    # Never called: its outputs are unknown until its first step, which matches
+    # the loss dict with them.
+    subclassed = compile_ctr_model(Subclassed(), ["click"])
+    history = subclassed.fit(inputs, {"click": labels["buy"]}, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+
+
 @pytest.mark.parametrize("gate", ["softmax", "attention"])
 def test_split_model_composes_to_the_whole_on_raw_rows(gate):
     df = _synthetic(32)
@@ -259,6 +295,79 @@ def test_split_din_model_cuts_histories_and_masks():
     np.testing.assert_allclose(
         core(encoded)["click"].numpy(), model(rows)["click"].numpy(), atol=1e-6
     )
+
+
+def _item_frame(n=16):
+    return pd.DataFrame(
+        {
+            "item": ["i1", "i2", "i3", "i1"] * (n // 4),
+            "price": [1.0, 2.0, np.nan, 0.5] * (n // 4),
+            "history": ["i1|i2", "", "i3", "i2|i2|i1"] * (n // 4),
+            "click": [1, 0, 1, 0] * (n // 4),
+        }
+    )
+
+
+_ITEM = CategoricalFeature("item", vocabulary=["i1", "i2", "i3"])
+_PRICE = NumericFeature("price", mean=1.0, std=1.0)
+_HISTORY = SequenceFeature("history", shares="item", max_len=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("specs", "linear"),
+    [
+        ([_ITEM, _PRICE, _HISTORY], False),
+        ([_ITEM, _PRICE, _HISTORY], True),
+        ([_ITEM, _HISTORY], False),
+        ([_PRICE], True),
+    ],
+    ids=["item_price_history", "linear", "item_history", "numeric_only"],
+)
+def test_models_without_a_plain_categorical_field(specs, linear, tmp_path):
+    # Every categorical feature is a history's item, or there is none: no
+    # `categorical_ids`; the constructor failed in FieldEmbedding.build before.
+    names = [f.name for f in specs]
+    df = _item_frame()[[*names, "click"]]
+    model = build_ctr_model(
+        specs,
+        ["click"],
+        embedding_dim=4,
+        bottom_units=(4,),
+        tower_units=(),
+        din_hidden_units=(4,),
+        linear=linear,
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+    )
+    encoded = sorted(split_ctr_model(model)[0].output)
+    assert "categorical_ids" not in encoded
+    assert ("numeric_preprocessing" in encoded) == ("price" in names)
+    rows = {n: tf.constant(df[n].values[:4]) for n in names}
+    before = model.predict(rows, verbose=0)["click"]
+    history = fit_ctr_model(
+        model, df, batch_size=16, learning_rate=0.1, jit_compile=False, verbose=0
+    )
+    assert np.isfinite(history.history["loss"]).all()
+    after = model.predict(rows, verbose=0)["click"]
+    assert np.isfinite(after).all() and np.abs(after - before).max() > 1e-6
+    if "price" in names:  # the numbers reach the output
+        other = model.predict({**rows, "price": rows["price"] + 3.0}, verbose=0)
+        assert np.abs(other["click"] - after).max() > 1e-6
+    path = str(tmp_path / "ctr.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(
+        reloaded.predict(rows, verbose=0)["click"], after, atol=1e-6
+    )
+
+
+def test_linear_part_needs_a_plain_field():
+    with pytest.raises(
+        ValueError,
+        match=r"`linear=True` needs a categorical feature that no sequence shares.*"
+        r"Received: linear=True with features \['item', 'history'\]",
+    ):
+        build_ctr_model([_ITEM, _HISTORY], ["click"], embedding_dim=4, linear=True)
 
 
 @pytest.mark.slow

@@ -123,6 +123,25 @@ def test_numeric_argument_checks():
 
 
 @pytest.mark.generation_specific
+def test_numeric_fields_only_build_without_categorical():
+    # Keras builds from the tensor arguments: `categorical=None` has no shape (a
+    # CTR model whose only categorical feature is a history's item calls it so).
+    numeric = np.array([[0.5, -2.0], [3.0, 0.25]], "float32")
+    eager = FieldEmbedding([], embedding_dim=3, num_numeric=2)
+    out = np.asarray(eager(None, numeric))
+    vectors = eager.numeric_embeddings.numpy()
+    np.testing.assert_allclose(out, numeric[:, :, None] * vectors[None], rtol=1e-6)
+    inputs = keras.Input((2,))
+    layer = FieldEmbedding([], embedding_dim=3, num_numeric=2)
+    model = keras.Model(inputs, layer(None, inputs))
+    assert tuple(model.output.shape) == (None, 2, 3)
+    assert [tuple(w.shape) for w in layer.weights] == [(2, 3)]
+    assert model(numeric).shape == (2, 2, 3)
+    with pytest.raises(ValueError, match=r"\(batch, 3\).*Received: categorical=None"):
+        FieldEmbedding(VOCAB, embedding_dim=2, num_numeric=2)(None, numeric)
+
+
+@pytest.mark.generation_specific
 def test_mixed_precision_output_dtype():
     keras.mixed_precision.set_global_policy("mixed_float16")
     layer = FieldEmbedding(VOCAB, embedding_dim=2, num_numeric=1)

@@ -42,7 +42,8 @@ class FieldEmbedding(Layer):
             Defaults to True.
 
     Call arguments:
-        categorical: int `(batch, num_categorical)`, column `i` holds field `i`'s id.
+        categorical: int `(batch, num_categorical)`, column `i` holds field `i`'s id;
+            None when `vocabulary_sizes` is empty.
         numeric: float `(batch, num_numeric)`; required when `num_numeric > 0`.
 
     Returns:
@@ -115,15 +116,21 @@ class FieldEmbedding(Layer):
             regularizer=self.embeddings_regularizer,
         )
 
-    def build(self, categorical_shape, numeric_shape=None):
-        categorical_shape = static_shape(categorical_shape)
+    def build(self, categorical_shape=None, numeric_shape=None):
+        # Keras builds from the tensor arguments only: without categorical fields
+        # `categorical` is None and so is its shape.
         fields = len(self.vocabulary_sizes)
-        if len(categorical_shape) != 2 or categorical_shape[-1] not in (None, fields):
-            raise ValueError(
-                f"`categorical` must have shape (batch, {fields}), one column per "
-                f"entry of `vocabulary_sizes`. Received: "
-                f"categorical.shape={tuple(categorical_shape)}"
-            )
+        if fields or categorical_shape is not None:
+            shape = None
+            if categorical_shape is not None:
+                shape = static_shape(categorical_shape)
+            if shape is None or len(shape) != 2 or shape[-1] not in (None, fields):
+                received = "=None" if shape is None else f".shape={tuple(shape)}"
+                raise ValueError(
+                    f"`categorical` must have shape (batch, {fields}), one column "
+                    f"per entry of `vocabulary_sizes`. Received: "
+                    f"categorical{received}"
+                )
         if numeric_shape is not None:
             numeric_shape = static_shape(numeric_shape)
             if len(numeric_shape) != 2 or numeric_shape[-1] not in (
@@ -222,8 +229,10 @@ class FieldEmbedding(Layer):
             parts.append(numeric[:, :, tf.newaxis] * vectors)
         return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
 
-    def compute_output_shape(self, categorical_shape, numeric_shape=None):
-        batch = static_shape(categorical_shape)[0]
+    def compute_output_shape(self, categorical_shape=None, numeric_shape=None):
+        batch = static_shape(
+            numeric_shape if categorical_shape is None else categorical_shape
+        )[0]
         return (
             batch,
             len(self.vocabulary_sizes) + self.num_numeric,

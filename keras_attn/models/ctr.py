@@ -389,6 +389,15 @@ class CTRModel(FunctionalModel):
         by_name = {f.name: f for f in features}
         plain = [n for n in prep["ids"] if n not in shared]
         numeric = prep["numeric"]
+        if linear and not plain and numeric is None:
+            # The linear part weighs the plain fields; an item a history shares is
+            # the candidate of the sequence pooling, not one of them.
+            raise ValueError(
+                "`linear=True` needs a categorical feature that no sequence shares, "
+                "or a numeric feature. Received: linear=True with features "
+                f"{[f.name for f in features]}, whose categorical features "
+                f"{sorted(shared)} are shared by the sequence features {sequences}"
+            )
         encoded = {}
 
         # Encoders: field embeddings, interaction, sequence pooling.
@@ -488,11 +497,6 @@ class CTRModel(FunctionalModel):
                 t: plain_fields(1, f"{t}_linear", clone_initializer(initializer))
                 for t in task_names
             }
-            if any(part is None for part in linear_parts.values()):
-                raise ValueError(
-                    "`linear=True` needs plain categorical or numeric features for "
-                    f"the linear part. Received: only sequence features {sequences}"
-                )
         heads = {
             t.name: keras.layers.Dense(
                 1,
@@ -896,14 +900,27 @@ def _optimizer(optimizer, learning_rate):
     return optimizer
 
 
+def _output_keys(model) -> list | None:
+    """The names a loss dict is matched with: the keys of the output dict a
+    functional model was built with (`output_tensors`; `output_names` are the
+    producing layers' names, which need not be those), a list model's
+    `output_names`, or None for a subclassed model never called symbolically,
+    whose outputs Keras knows only on its first step."""
+    try:
+        return list(output_tensors(model))
+    except AttributeError:  # no `.output`: "never called" / "no inbound nodes"
+        names = getattr(model, "output_names", None)  # absent in Keras 3, or None
+        return None if names is None else list(names)
+
+
 def _compile_for_tasks(model, tasks, optimizer="adam", learning_rate=None, **kwargs):
     """Compiles any model whose outputs are keyed by the `tasks`' names."""
     tasks = as_tasks(tasks)
-    missing = [t.name for t in tasks if t.name not in model.output_names]
+    outputs = _output_keys(model)
+    missing = [t.name for t in tasks if outputs is not None and t.name not in outputs]
     if missing:
         raise ValueError(
-            f"Tasks {missing} are not outputs of the model. Outputs: "
-            f"{list(model.output_names)}"
+            f"Tasks {missing} are not outputs of the model. Outputs: {outputs}"
         )
     keras.Model.compile(
         model,
