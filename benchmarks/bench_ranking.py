@@ -11,16 +11,23 @@ The model, the same for every loss: a user embedding and an item vector (the
 movie's id embedding and its 19 genre flags through a Dense layer, then a Dense
 layer), 32 wide; an item's score is their dot product plus an item bias and a
 user bias (the biases let the pointwise regression fit the rating scale; a list's
-order ignores the user bias). Embedding 32, batches of 32 lists, Adam (fixed
-beforehand). Each loss's learning rate (3e-4, 1e-3 or 3e-3) and number of
-epochs (5, 10, 20 or 40) are chosen on a validation part, never on the test
+order ignores the user bias). Embedding 32, batches of 32 lists (fixed
+beforehand), Adam or AdamW. Each loss's learning rate (3e-4, 1e-3 or 3e-3) and number of
+epochs (5, 10, 20, 40 or 80; a fit stops once its validation NDCG@10 has fallen
+at 2 checkpoints in a row) are chosen on a validation part, never on the test
 lists (`--validate`: of each user's ratings before the test part, the last 30%,
-at least 5, are the validation list; RESULTS.md, bench_ranking_validation); the
-same loss from keras-rs or under Keras 2 takes the same choice. With 1e-3 and
-20 epochs for all (fixed beforehand, before that study) the test NDCG@10 was
-0.7750 pointwise, 0.7414 softmax, 0.7660 ListMLE (keras-rs' the same), 0.7750
-pairwise (2026-12-05, AMD EPYC, load 6.4-7.8): the listwise losses below the
-pointwise one. The losses:
+at least 5, are the validation list; RESULTS.md, bench_ranking_validation), then
+at that rate its AdamW weight decay (0, i.e. Adam, 0.1, 1, 3 or 10; the grid
+widened while a loss chose its edge) and epochs the same way (`--validate
+--decay`; bench_ranking_validation_decay, _decay_3, _decay_10): one
+regularization lever, the same grid and rule for every loss, the pointwise one
+included. The same loss from keras-rs or under Keras 2 takes the same choice.
+With Adam alone the test NDCG@10 was 0.7806 pointwise, 0.7774 ListMLE (paired
+-0.0032, -0.0092 to +0.0027), 0.7715 softmax, 0.7800 pairwise (2026-12-05,
+AMD EPYC, load 6.5-8.8): the model had no regularization and the listwise
+losses overfitted first. Before any validation, with Adam at 1e-3 and 20
+epochs for all, it was 0.7750 pointwise, 0.7414 softmax, 0.7660 ListMLE
+(keras-rs' the same), 0.7750 pairwise (load 6.4-7.8). The losses:
 pointwise: the mean squared error of the rating over a list's real movies;
 keras_attn's `ListwiseSoftmaxLoss` (on the ratings, and on the gains `2^rating -
 1` as its targets), `ListMLELoss` and `PairwiseLogisticLoss`; keras-rs'
@@ -34,6 +41,8 @@ fresh process (Keras 2 rows under TF_USE_LEGACY_KERAS=1), one seed.
 
     python -m benchmarks.bench_ranking [--seed 0] [--epochs N] [--no-write]
     python -m benchmarks.bench_ranking --validate [--seed 0] [--no-write]
+    python -m benchmarks.bench_ranking --validate --decay [--decays D ...]
+        [--section NAME] [--seed 0] [--no-write]
 
 keras-rs (`pip install keras-rs`, Keras 3 only) is a benchmark-only dependency:
 without it its rows are left out. Reads ../shared/data/movielens_100k (see DATA.md).
@@ -99,17 +108,26 @@ def _cut(length: int) -> int:
 
 #: The settings compared on the validation part (`--validate`), for every loss.
 LEARNING_RATES = (3e-4, 1e-3, 3e-3)
-EPOCH_CHECKPOINTS = (5, 10, 20, 40)
+EPOCH_CHECKPOINTS = (5, 10, 20, 40, 80)
+#: A validation fit stops once its NDCG@10 has fallen at this many checkpoints in
+#: a row (the later cells are left blank): the same rule for every loss.
+PATIENCE = 2
+#: AdamW's decoupled weight decay (each step, every trainable weight shrinks by
+#: learning rate x decay; 0 is plain Adam), tried at each loss's chosen learning
+#: rate (`--validate --decay`): the one regularization lever, the same for every loss.
+WEIGHT_DECAYS = (0.0, 0.1, 1.0, 3.0, 10.0)
 #: Rows whose loss `--validate` tunes (the others share their loss's choice).
 VALIDATED = ("pointwise", "softmax", "softmax_gain", "list_mle", "pairwise")
-#: Each loss's (learning rate, epochs) of best validation NDCG@10 (RESULTS.md:
-#: bench_ranking_validation); the same loss in keras-rs and under Keras 2 shares it.
+#: Each loss's (learning rate, epochs, weight decay) of best validation NDCG@10
+#: (RESULTS.md: bench_ranking_validation for the rate, then at that rate
+#: bench_ranking_validation_decay, _decay_3 and _decay_10 for the decay and the
+#: epochs); the same loss in keras-rs and under Keras 2 shares it.
 CHOSEN = {
-    "mse": (1e-3, 40),
-    "softmax": (1e-3, 5),
-    "softmax_gain": (3e-4, 20),
-    "list_mle": (3e-4, 40),
-    "pairwise": (3e-4, 40),
+    "mse": (1e-3, 40, 0.0),
+    "softmax": (1e-3, 40, 3.0),
+    "softmax_gain": (3e-4, 20, 3.0),
+    "list_mle": (3e-4, 80, 3.0),
+    "pairwise": (3e-4, 40, 1.0),
 }
 
 
@@ -257,6 +275,12 @@ def gain_targets(labels):
     return np.where(labels >= 0, 2.0**labels - 1.0, -1.0).astype("float32")
 
 
+def _fallen(values: list) -> bool:
+    """Whether the last `PATIENCE` checkpoints each fell below the one before."""
+    tail = values[-PATIENCE - 1 :]
+    return len(tail) > PATIENCE and all(b < a for a, b in zip(tail, tail[1:]))
+
+
 def run_one(
     out_dir: str,
     which: str,
@@ -264,6 +288,7 @@ def run_one(
     epochs: int | None = None,
     learning_rate: float | None = None,
     validation: bool = False,
+    weight_decay: float | None = None,
 ) -> dict:
     """One row: trains and scores the test lists; with `validation`, trains on the
     fit part and scores the validation lists at each of `EPOCH_CHECKPOINTS`
@@ -272,13 +297,19 @@ def run_one(
     from keras_attn.metrics import NDCG
 
     _, library, loss_name, _ = RUNS[which]
-    chosen_lr, chosen_epochs = CHOSEN[loss_name]
+    chosen_lr, chosen_epochs, chosen_decay = CHOSEN[loss_name]
     learning_rate = learning_rate or chosen_lr
+    weight_decay = chosen_decay if weight_decay is None else weight_decay
     epochs = max(EPOCH_CHECKPOINTS) if validation else (epochs or chosen_epochs)
     keras.utils.set_random_seed(seed)
     train, test, genres, num_users, num_items = load(validation)
     model = build_model(num_users, num_items, genres)
-    model.compile(keras.optimizers.Adam(learning_rate), loss=_loss(library, loss_name))
+    optimizer = (
+        keras.optimizers.AdamW(learning_rate, weight_decay=weight_decay)
+        if weight_decay
+        else keras.optimizers.Adam(learning_rate)
+    )
+    model.compile(optimizer, loss=_loss(library, loss_name))
     x_test, labels = test_lists(test)
     rng = np.random.default_rng(seed)
     checkpoints = {}
@@ -291,9 +322,15 @@ def run_one(
         if validation and epoch in EPOCH_CHECKPOINTS:
             scores = model.predict(x_test, batch_size=64, verbose=0)
             checkpoints[epoch] = float(ndcg_at_10(labels, scores).mean())
+            if _fallen(list(checkpoints.values())):
+                break
     wall = time.perf_counter() - start
     if validation:
-        return {"validation": checkpoints, "learning_rate": learning_rate}
+        return {
+            "validation": checkpoints,
+            "learning_rate": learning_rate,
+            "weight_decay": weight_decay,
+        }
     scores = model.predict(x_test, batch_size=64, verbose=0)
     per_user = ndcg_at_10(labels, scores)
     metric = NDCG(k=10)
@@ -306,6 +343,7 @@ def run_one(
         "wall_s": wall,
         "epochs": epochs,
         "learning_rate": learning_rate,
+        "weight_decay": weight_decay,
         "train_lists": len(y),
         "test_users": len(labels),
         "test_items": int((labels >= 0).sum()),
@@ -315,7 +353,7 @@ def run_one(
 _SCRIPT = r"""
 import json, sys
 from benchmarks.bench_ranking import run_one
-out_dir, which, seed, epochs, learning_rate, validation = sys.argv[1:7]
+out_dir, which, seed, epochs, learning_rate, validation, decay = sys.argv[1:8]
 try:
     import keras_rs  # noqa: F401
 except ImportError:
@@ -323,54 +361,81 @@ except ImportError:
         print(json.dumps(None)); sys.exit(0)
 print(json.dumps(run_one(
     out_dir, which, int(seed), int(epochs) or None, float(learning_rate) or None,
-    validation == "1",
+    validation == "1", None if decay == "chosen" else float(decay),
 )))
 """
 
 
 def validate(args) -> int:
-    """Each loss of `VALIDATED` at each learning rate, scored on the validation
-    lists at each checkpoint; records the table and each loss's best setting."""
+    """Each loss of `VALIDATED` (those in `--runs`) at each learning rate, scored on
+    the validation lists at each checkpoint; records the table and each loss's best
+    setting. With `args.decay`, each loss at its chosen rate (`CHOSEN`) with each
+    of `WEIGHT_DECAYS` instead."""
     loads, rows, best = [os.getloadavg()[0]], [], {}
     with tempfile.TemporaryDirectory() as out_dir:
-        for which in VALIDATED:
-            for learning_rate in LEARNING_RATES:
+        for which in [w for w in VALIDATED if w in args.runs]:
+            loss = RUNS[which][2]
+            grid = (
+                [(CHOSEN[loss][0], decay) for decay in args.decays]
+                if args.decay
+                else [(rate, 0.0) for rate in LEARNING_RATES]
+            )
+            for learning_rate, decay in grid:
                 r = run_process(
                     _SCRIPT,
-                    [which, args.seed, 0, learning_rate, 1],
+                    [which, args.seed, 0, learning_rate, 1, decay],
                     legacy=False,
                     out_dir=out_dir,
                 )
                 loads.append(os.getloadavg()[0])
                 values = {int(k): v for k, v in r["validation"].items()}
-                print(which, learning_rate, values, file=sys.stderr, flush=True)
-                loss = RUNS[which][2]
+                print(which, learning_rate, decay, values, file=sys.stderr, flush=True)
+                setting = (learning_rate, decay) if args.decay else (learning_rate,)
                 for epochs, value in values.items():
                     if value > best.get(loss, (None, -1.0))[1]:
-                        best[loss] = ((learning_rate, epochs), value)
+                        best[loss] = ((*setting, epochs), value)
                 rows.append(
-                    f"| {RUNS[which][0]} | {learning_rate:g} | "
-                    + " | ".join(f"{values[e]:.4f}" for e in EPOCH_CHECKPOINTS)
+                    f"| {RUNS[which][0]} | "
+                    + "".join(f"{v:g} | " for v in setting)
+                    + " | ".join(
+                        f"{values[e]:.4f}" if e in values else ""
+                        for e in EPOCH_CHECKPOINTS
+                    )
                     + " |"
                 )
+    if args.decay:
+        what = (
+            "Each loss's AdamW weight decay (0: Adam) and number of epochs chosen on "
+            "the validation part, at the learning rate chosen on it with Adam (the "
+            "bench_ranking_validation section)"
+        )
+        head = "| loss | learning rate | weight decay | "
+    else:
+        what = (
+            "Each loss's Adam learning rate and number of epochs chosen on a "
+            "validation part"
+        )
+        head = "| loss | learning rate | "
     body = (
-        "Each loss's Adam learning rate and number of epochs chosen on a validation "
-        "part, never on the test lists: of each user's ratings before the test part "
-        f"(time order), the last {CONFIG['test_share']:.0%} (at least "
+        f"{what}, never on the test lists: of each user's ratings before the test "
+        f"part (time order), the last {CONFIG['test_share']:.0%} (at least "
         f"{CONFIG['min_test']}) are the validation list and the earlier ones the "
         f"training lists; seed {args.seed}, the rest as the bench_ranking section. "
         f"{machine(loads)} Mean NDCG@10 over the users' validation lists after "
-        "each number of epochs:\n\n"
-        "| loss | learning rate | "
+        f"each number of epochs (a fit stopped once it had fallen at {PATIENCE} "
+        "checkpoints in a row: the later cells blank):\n\n"
+        + head
         + " | ".join(f"{e} epochs" for e in EPOCH_CHECKPOINTS)
-        + " |\n|---|---|"
-        + "---|" * len(EPOCH_CHECKPOINTS)
+        + " |\n|---|"
+        + "---|" * (len(EPOCH_CHECKPOINTS) + len(head.split("|")) - 3)
         + "\n"
         + "\n".join(rows)
         + "\n\nChosen (highest): "
         + "; ".join(
-            f"{loss}: {lr:g}, {epochs} epochs ({value:.4f})"
-            for loss, ((lr, epochs), value) in best.items()
+            f"{loss}: "
+            + ", ".join(f"{v:g}" for v in setting[:-1])
+            + f", {setting[-1]} epochs ({value:.4f})"
+            for loss, (setting, value) in best.items()
         )
         + "."
     )
@@ -378,10 +443,20 @@ def validate(args) -> int:
     if not args.no_write:
         from benchmarks._results import write_section
 
+        runs = [w for w in VALIDATED if w in args.runs]
+        default_section = "bench_ranking_validation" + ("_decay" if args.decay else "")
+        args.section = args.section or default_section
+        flags = " --decay" if args.decay else ""
+        if args.decay and tuple(args.decays) != WEIGHT_DECAYS:
+            flags += f" --decays {' '.join(f'{d:g}' for d in args.decays)}"
+        if args.section != default_section:
+            flags += f" --section {args.section}"
+        if runs != list(VALIDATED):
+            flags += f" --runs {' '.join(runs)}"
         write_section(
-            "bench_ranking_validation",
+            args.section,
             body,
-            f"python -m benchmarks.bench_ranking --validate --seed {args.seed}",
+            f"python -m benchmarks.bench_ranking --validate{flags} --seed {args.seed}",
         )
     return 0
 
@@ -394,6 +469,15 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
     parser.add_argument("--validate", action="store_true")
+    parser.add_argument(
+        "--decay",
+        action="store_true",
+        help="with --validate: WEIGHT_DECAYS at each loss's chosen learning rate",
+    )
+    parser.add_argument(
+        "--decays", type=float, nargs="+", default=WEIGHT_DECAYS, help="with --decay"
+    )
+    parser.add_argument("--section", default=None, help="with --validate")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not DATA.exists():
@@ -406,7 +490,7 @@ def main(argv=None) -> int:
         for which in args.runs:
             r = run_process(
                 _SCRIPT,
-                [which, args.seed, args.epochs, 0, 0],
+                [which, args.seed, args.epochs, 0, 0, "chosen"],
                 legacy=RUNS[which][3],
                 out_dir=out_dir,
             )
@@ -431,7 +515,8 @@ def main(argv=None) -> int:
             d = bootstrap_mean(r["per_user"] - base["per_user"])
             diff = f"{d[0]:+.4f} ({d[1]:+.4f} to {d[2]:+.4f})"
         rows.append(
-            f"| {RUNS[which][0]} | {r['learning_rate']:g}, {r['epochs']} | "
+            f"| {RUNS[which][0]} | {r['learning_rate']:g}, {r['weight_decay']:g}, "
+            f"{r['epochs']} | "
             f"{value[0]:.4f} ({value[1]:.4f}-{value[2]:.4f}) | "
             f"{diff} | {r['library_ndcg']:.4f} | {r['wall_s']:.0f} |"
         )
@@ -439,9 +524,9 @@ def main(argv=None) -> int:
     settings = (
         f"{args.epochs} epochs for every row"
         if args.epochs
-        else "each loss's learning rate and epochs as chosen on a validation part "
-        "(the bench_ranking_validation section; the same loss from keras-rs or "
-        "under Keras 2 takes its choice)"
+        else "each loss's learning rate, AdamW weight decay (0: Adam) and epochs as "
+        "chosen on a validation part (the bench_ranking_validation sections; the "
+        "same loss from keras-rs or under Keras 2 takes its choice)"
     )
     body = (
         f"MovieLens-100K, {first['test_users']} users: each user's last "
@@ -449,13 +534,13 @@ def main(argv=None) -> int:
         f"{CONFIG['min_test']}) as a test list ({first['test_items']:,} rated movies "
         f"in all), the earlier ones cut into {first['train_lists']:,} training lists "
         f"of {CONFIG['list_size']} each epoch. The model and its settings: the "
-        f"module docstring (embedding {CONFIG['embedding_dim']}, Adam, batches of "
+        f"module docstring (embedding {CONFIG['embedding_dim']}, batches of "
         f"{CONFIG['batch_lists']} lists), {settings}. One run per row, seed "
         f"{args.seed}, each in a fresh process (Keras 3 unless the row says Keras 2). "
         f"{machine(loads)} NDCG@10 with gains 2^rating - 1; 95% intervals over "
         "1,000 resamplings of the users; the `NDCG(k=10)` column is keras_attn's "
         "metric on the same scores (the same value: a check of the metric).\n\n"
-        "| loss | Adam learning rate, epochs | test NDCG@10 (95%) | "
+        "| loss | learning rate, weight decay, epochs | test NDCG@10 (95%) | "
         "minus the pointwise model's, paired 95% | "
         "`keras_attn.metrics.NDCG(k=10)` | fit wall s |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows)
