@@ -107,6 +107,7 @@ def test_config_round_trips_and_hashing_cannot_stand_in():
 TINY = dict(embedding_dim=8, units=4, attention_units=8)
 
 
+@pytest.mark.generation_specific
 @pytest.mark.slow
 def test_fit_with_min_df_trains_exports_and_reloads_on_its_vocabulary(tmp_path):
     texts, labels = _corpus()
