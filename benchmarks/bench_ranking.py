@@ -477,7 +477,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--decays", type=float, nargs="+", default=WEIGHT_DECAYS, help="with --decay"
     )
-    parser.add_argument("--section", default=None, help="with --validate")
+    parser.add_argument(
+        "--section", default=None, help="the RESULTS.md section (another seed, say)"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     if not DATA.exists():
@@ -549,11 +551,15 @@ def main(argv=None) -> int:
     if not args.no_write:
         from benchmarks._results import write_section
 
-        epochs = f" --epochs {args.epochs}" if args.epochs else ""
+        flags = f" --epochs {args.epochs}" if args.epochs else ""
+        if args.runs != list(RUNS):
+            flags += f" --runs {' '.join(args.runs)}"
+        if args.section:
+            flags += f" --section {args.section}"
         write_section(
-            "bench_ranking",
+            args.section or "bench_ranking",
             body,
-            f"python -m benchmarks.bench_ranking{epochs} --seed {args.seed}",
+            f"python -m benchmarks.bench_ranking{flags} --seed {args.seed}",
         )
     return 0
 
