@@ -24,6 +24,22 @@ TINY = dict(
 )
 
 
+def tiny_din(specs, units=4, **kwargs):
+    """A tiny single-task ("click") DIN-style model on `specs`: one bottom layer
+    and one activation-unit layer of `units`, no tower, its vectors far enough
+    apart that another history moves the output visibly."""
+    return build_ctr_model(
+        specs,
+        ["click"],
+        embedding_dim=4,
+        bottom_units=(units,),
+        tower_units=(),
+        din_hidden_units=(units,),
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+        **kwargs,
+    )
+
+
 def _synthetic(n=256, seed=0):
     """click depends on the city, buy on the age: both learnable from one field."""
     rng = np.random.default_rng(seed)
@@ -127,16 +143,7 @@ def _din_rows(hist):
 
 
 def test_din_single_task_shares_the_item_table():
-    model = build_ctr_model(
-        _din_specs(),
-        ["click"],
-        embedding_dim=4,
-        bottom_units=(8,),
-        tower_units=(),
-        din_hidden_units=(8,),
-        # Vectors far enough apart that another history moves the output visibly.
-        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
-    )
+    model = tiny_din(_din_specs(), units=8)
     poolings = [x for x in model.layers if isinstance(x, AttentionSequencePooling)]
     assert [p.name for p in poolings] == ["hist_item_din_pooling"]
     assert model.sequence_pooling == {"hist_item": poolings[0]}
@@ -329,16 +336,7 @@ def test_models_without_a_plain_categorical_field(specs, linear, tmp_path):
     # `categorical_ids`; the constructor failed in FieldEmbedding.build before.
     names = [f.name for f in specs]
     df = _item_frame()[[*names, "click"]]
-    model = build_ctr_model(
-        specs,
-        ["click"],
-        embedding_dim=4,
-        bottom_units=(4,),
-        tower_units=(),
-        din_hidden_units=(4,),
-        linear=linear,
-        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
-    )
+    model = tiny_din(specs, linear=linear)
     encoded = sorted(split_ctr_model(model)[0].output)
     assert "categorical_ids" not in encoded
     assert ("numeric_preprocessing" in encoded) == ("price" in names)

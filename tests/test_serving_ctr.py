@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from keras_attn.backend import keras, tf
+from keras_attn.backend import tf
 from keras_attn.datasets import census_features, census_tasks, load_census_sample
 from keras_attn.features import (
     CategoricalFeature,
@@ -24,6 +24,7 @@ from keras_attn.models import build_ctr_model
 from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export, latest_version, read_features_json
 from tests.harness import run_isolated
+from tests.test_ctr_model import tiny_din
 
 # Runs in a fresh interpreter: TensorFlow alone serves the raw rows.
 _SERVE = r"""
@@ -233,15 +234,7 @@ def test_folded_export_of_a_model_with_a_behaviour_history(tmp_path):
         CategoricalFeature("user", vocabulary=["u1", "u2"]),
         SequenceFeature("history", shares="item", max_len=3),
     ]
-    model = build_ctr_model(
-        specs,
-        ["click"],
-        embedding_dim=4,
-        bottom_units=(4,),
-        tower_units=(),
-        din_hidden_units=(4,),
-        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
-    )
+    model = tiny_din(specs)
     rows = {
         "item": tf.constant(["i1", "i2", "nope", "i3"]),
         "user": tf.constant(["u1", "u2", "u1", "u2"]),
