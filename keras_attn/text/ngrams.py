@@ -193,7 +193,7 @@ class NgramVocabulary(HashedNgrams):
             lowercase=lowercase,
             **kwargs,
         )
-        self.vocabulary = vocabulary
+        self._vocabulary = vocabulary
         self.table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(vocabulary),
@@ -201,6 +201,11 @@ class NgramVocabulary(HashedNgrams):
             ),
             default_value=0,
         )
+
+    @property
+    def vocabulary(self) -> list:
+        """The n-grams, id 1 first (a plain list: tf_keras wraps the attribute)."""
+        return list(self._vocabulary)
 
     @classmethod
     def from_texts(
@@ -252,7 +257,7 @@ class NgramVocabulary(HashedNgrams):
     def get_config(self):
         config = super().get_config()
         config.pop("num_buckets")
-        return {**config, "vocabulary": list(self.vocabulary)}
+        return {**config, "vocabulary": self.vocabulary}
 
 
 def _check_vocabulary(vocabulary) -> list:
