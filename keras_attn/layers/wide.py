@@ -1,8 +1,9 @@
-"""The wide part of the wide-and-deep text classifiers: a linear model over hashed
-n-gram ids (count, binary or sublinear term weights, IDF, naive-Bayes ratios).
+"""The wide part of the wide-and-deep text classifiers: a linear model over n-gram
+ids (count, binary or sublinear term weights, IDF, naive-Bayes ratios).
 
 Its ids come from raw strings through `keras_attn.text.HashedNgrams`
-(`HashedNgrams.matching(layer)` gives the hashing this layer was made for).
+(`HashedNgrams.matching(layer)` gives the hashing this layer was made for) or an
+`NgramVocabulary` (`lookup="vocabulary"`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ LOOKUPS = ("hash", "vocabulary")
 
 @register
 class NgramLinear(Layer):
-    """The wide part: a linear model over hashed n-gram ids, one logit per class.
+    """The wide part: a linear model over n-gram ids, one logit per class.
 
     `logits = scale · Σ_g v_g W[g] / norm + b` over the n-grams `g` of a document
     (ids `!= 0`), with `W` of shape `(num_buckets + 1, units)` starting at zero (a
@@ -60,7 +61,7 @@ class NgramLinear(Layer):
     (`sqrt(Σ v_g)`: the L2 norm of binary weights) or "l2" (`sqrt(Σ v_g²)`: a
     TF-IDF vector L2-normalized, as `TfidfVectorizer` gives it). With
     `term_weighting="sublinear"`, `idf=True` and `combiner="l2"` the features are
-    those of `TfidfVectorizer(sublinear_tf=True)` over the hashed n-grams, and the
+    those of `TfidfVectorizer(sublinear_tf=True)` over the n-grams, and the
     layer is a logistic regression on them (`fit_text_classifier` fits it so,
     alone, before the deep part). Distinct n-grams are found by sorting each row:
     no Python loop, static shapes, XLA-compatible.

@@ -3,7 +3,8 @@ the BERT encoder and the cloze readers (each in its own module, gathered here), 
 compile helper, and the raw-string serving model.
 
 Every classifier takes token ids (what `keras_attn.text` tokenizers produce in
-`tf.data`; with `wide=...` also the hashed n-gram ids of `HashedNgrams`, as the
+`tf.data`; with `wide=...` also the n-gram ids of `HashedNgrams` or an
+`NgramVocabulary`, as the
 inputs `{"token_ids", "ngram_ids"}`) and returns
 `{"probabilities": (batch, num_classes), "label": (batch,)}`.
 `build_text_serving_model` puts the classifier's preprocessor (`TextPreprocessor`,
