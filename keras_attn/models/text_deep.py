@@ -29,7 +29,9 @@ __all__ = ["FINE_TUNING"]
 #: AdamW (`FusedAdamW`, weight decay on every weight but biases and layer-norm
 #: scales and offsets) at `learning_rate`, warmed up linearly over the first
 #: `warmup_fraction` of the steps and decayed linearly to 0 at the last epoch
-#: (`LinearWarmUpDecay`), at most `epochs` epochs (early stopping keeps the best).
+#: (`LinearWarmUpDecay`), at most `epochs` epochs (early stopping keeps the best);
+#: a document longer than the sequence loses the pieces `truncate` says
+#: (`BertPreprocessor`).
 #: The settings of BERT's own fine-tuning recipe; on all-MiniLM-L6-v2, PyTorch +
 #: transformers runs with AdamW and 2-6 epochs reached 0.907-0.921 on AG News and
 #: 0.850-0.870 on review_polarity (issue 27). Not yet chosen by measurement on
@@ -39,6 +41,7 @@ FINE_TUNING = {
     "learning_rate": 5e-5,
     "weight_decay": 0.01,
     "warmup_fraction": 0.1,
+    "truncate": "end",
 }
 
 
