@@ -50,6 +50,8 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
     python -m benchmarks.bench_text --select-wide-training ensemble,residual,joint,deep
     python -m benchmarks.bench_text --datasets review_polarity --select-truncate \
         end,middle  (what a long document loses when the checkpoint fine-tunes)
+    python -m benchmarks.bench_text --datasets ag_news --select-learning-rate \
+        2e-5,5e-5,1e-4  (the fine-tuning's peak rate)
     python -m benchmarks.bench_text --datasets ag_news --value-transforms \
         none,nonlinear,linear [--patience 2] [--epochs 10]
 
@@ -554,6 +556,21 @@ def select_truncate(names, values, verbose=0) -> str:
     return _select_on_inner_splits(names, "truncate", variants, verbose)
 
 
+def select_learning_rate(names, rates, verbose=0) -> str:
+    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults once per
+    peak learning rate, on the inner 80/20 split (seed 1) of each data set's
+    fitting part, scored on its inner 20 %: how `FINE_TUNING["learning_rate"]`
+    was chosen. The test part is not read."""
+    variants = [
+        (
+            f"{rate:g}",
+            {"model": "bert", "checkpoint": CHECKPOINT, "learning_rate": rate},
+        )
+        for rate in rates
+    ]
+    return _select_on_inner_splits(names, "learning rate", variants, verbose)
+
+
 def _select_on_inner_splits(names, column, variants, verbose=0) -> str:
     """`fit_text_classifier` once per `(label, arguments)` of `variants` on each
     data set's inner split; a table row each (the parts of an ensemble alone, the
@@ -832,6 +849,12 @@ def main(argv=None) -> int:
         metavar="end,middle",
         help="the checkpoint fine-tuned per `truncate` value on an inner split",
     )
+    parser.add_argument(
+        "--select-learning-rate",
+        default="",
+        metavar="2e-5,5e-5,1e-4",
+        help="the checkpoint fine-tuned per peak learning rate on an inner split",
+    )
     parser.add_argument("--patience", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args(argv)
@@ -878,6 +901,30 @@ def main(argv=None) -> int:
                 "mix chosen on the carve.\n\n" + text,
                 "python -m benchmarks.bench_text --datasets "
                 f"{args.datasets} --select-wide-training {args.select_wide_training}",
+            )
+        return 0
+    if args.select_learning_rate:
+        rates = [float(v) for v in args.select_learning_rate.split(",")]
+        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+        if not CHECKPOINT.is_dir():
+            print(f"skipped: the checkpoint {CHECKPOINT} is absent")
+            return 0
+        text = select_learning_rate(names, rates, args.verbose)
+        print(text)
+        if not args.no_write:
+            from benchmarks._results import write_section
+
+            write_section(
+                f"bench_text_select_learning_rate_{names[0]}",
+                "The shipped checkpoint fine-tuned with fit_text_classifier's "
+                "defaults (`FINE_TUNING`: AdamW, 10 % linear warm-up then linear "
+                "decay, at most 4 epochs with early stopping on the carved part; "
+                "the wide part's ensemble) once per peak learning rate, fitted on "
+                "an inner 80/20 split (seed 1) of each data set's fitting part, "
+                "scored on its inner 20 %; the test part is not read. Columns as "
+                "bench_text_select_truncate.\n\n" + text,
+                "python -m benchmarks.bench_text --datasets "
+                f"{args.datasets} --select-learning-rate {args.select_learning_rate}",
             )
         return 0
     if args.select_truncate:
