@@ -336,7 +336,8 @@ def fit_text_classifier(
     `sequence_length` is read off the corpus in WordPiece pieces (the `percentile`
     of the training documents', `[CLS]` and `[SEP]` included), at most
     `LIMIT_CAPS["bert_tokens"]` and the checkpoint's position count; a longer
-    document loses its end, or with `truncate="middle"` its middle. Training
+    document loses its middle (its first quarter and last three quarters kept;
+    `FINE_TUNING["truncate"]`), or with `truncate="end"` its end. Training
     follows `FINE_TUNING` (AdamW, linear warm-up and decay; `epochs` and
     `learning_rate` default to its values) with early stopping as below; the wide
     part is on by default and trained as for the other kinds.
