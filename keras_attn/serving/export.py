@@ -31,6 +31,7 @@ from keras_attn.models.base import output_tensors
 from keras_attn.models.ctr import CTRModel, split_ctr_model
 from keras_attn.models.text import build_text_serving_model
 from keras_attn.models.text_classifier import TextClassifier
+from keras_attn.serving.ctr_core import folded_ctr_core
 from keras_attn.serving.explain import ctr_explain_fn, text_explain_fn
 from keras_attn.serving.requests import to_arrays
 from keras_attn.serving.warmup import write_warmup
@@ -159,7 +160,10 @@ def _serving_call(model):
         name: tf.TensorSpec([None, *t.shape[1:]], t.dtype)
         for name, t in output_tensors(preprocessor).items()
     }
-    traced = tf.function(lambda x: core(x, training=False)).get_concrete_function(specs)
+    # A plain MMoE model's core with its field embeddings folded into the first
+    # layer (`keras_attn.serving.ctr_core`); any other core as it is.
+    plan = folded_ctr_core(model) or (lambda x: core(x, training=False))
+    traced = tf.function(plan).get_concrete_function(specs)
     folded = variables_to_constants(traced)
 
     def call(inputs):
