@@ -148,7 +148,9 @@ def _serving_call(model):
     changes: the weight reads and casts, the fused expert kernel's transpose, the
     attention gate's key projection folded with its task contexts. The census
     quickstart export's request took ~10 % less CPU time at batch 1 and 512
-    (`benchmarks/RESULTS.md`, bench_serving). The SavedModel keeps the variables
+    (`benchmarks/RESULTS.md`, bench_serving). A plain MMoE model's core is
+    served with its field embeddings folded into the experts' and gates' first
+    layer (`keras_attn.serving.ctr_core`). The SavedModel keeps the variables
     too, for its other signatures. Other models, and CTR models whose weights
     exceed `FOLD_LIMIT`, serve `model(inputs)`.
     """
