@@ -8,7 +8,10 @@ calls of each signature at batch 1, 64 and 512: p50 and p99 of the wall time per
 (the graph run plus the Python call of the concrete function, after 20 warm-up calls),
 the `explain` and plain signatures alternating call by call, and beside them the
 plain signature's graph run by a TF1 `Session` callable (how TF Serving runs a
-SavedModel: the graph time without Python's conversions). Last, `keras-attn
+SavedModel: the graph time without Python's conversions). Then the quickstart's
+model with softmax gates against DeepCTR's SavedModel of the same MMOE: keras_attn's
+raw-value `serving_default`, its `encoded` signature (ids in, as DeepCTR's) and
+DeepCTR's, by Session callables in one process, alternating. Last, `keras-attn
 predict` scores the census dev file (../shared/data/census_income/, skipped when
 absent) in a fresh process: rows/s over the file (the export's load not included) and
 the command's wall time.
@@ -124,22 +127,23 @@ feeds = {k: {"dtype": v.dtype.name, "values": v.tolist()}
 print(json.dumps(feeds))
 """
 
-# Two SavedModels' serving_default graphs, each by a TF1 Session callable (as TF
-# Serving runs them), called in turn: both see the same machine.
-_SESSION_PAIR = r"""
+# SavedModels' signatures, each by a TF1 Session callable (as TF Serving runs
+# them), called in turn: all see the same machine. Arguments: calls, batches, then
+# (export, feeds, signature) per graph.
+_SESSION_RUNS = r"""
 import json, sys, time
 import numpy as np
 import tensorflow as tf
 calls, batches = int(sys.argv[1]), json.loads(sys.argv[2])
-pairs = [(sys.argv[i], json.load(open(sys.argv[i + 1], encoding="utf-8")))
-         for i in (3, 5)]
+graphs = [(sys.argv[i], json.load(open(sys.argv[i + 1], encoding="utf-8")),
+           sys.argv[i + 2]) for i in range(3, len(sys.argv), 3)]
 runs = []
-for export_dir, feeds in pairs:
+for export_dir, feeds, name in graphs:
     graph = tf.Graph()
     with graph.as_default():
         session = tf.compat.v1.Session(graph=graph)
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
-    runs.append((graph, session, meta.signature_def["serving_default"], feeds))
+    runs.append((graph, session, meta.signature_def[name], feeds))
 result = {}
 for batch in batches:
     fns = []
@@ -151,8 +155,8 @@ for batch in batches:
             run = session.make_callable([t.name for t in sig.outputs.values()],
                                         [sig.inputs[n].name for n in arrays])
         fns.append((run, list(arrays.values())))
-    times = [[], []]
-    n = max(calls // max(batch // 64, 1), 50)
+    times = [[] for _ in fns]
+    n = calls  # a few ms a call at batch 512: as many calls as at batch 1
     for i in range(20 + n):
         for k, (run, values) in enumerate(fns):
             start = time.perf_counter()
@@ -168,12 +172,15 @@ print(json.dumps(result))
 
 def time_against_deepctr(folder: Path, calls: int) -> dict | None:
     """keras_attn's export of the quickstart's census model with softmax gates (the
-    model DeepCTR's MMOE is), raw values in, against DeepCTR's SavedModel of the
-    same sizes, ids in: both graphs by Session callables, alternating call by call.
-    None when DeepCTR is not installed."""
+    model DeepCTR's MMOE is), raw values in (`serving_default`) and encoded values
+    in (`encoded`), against DeepCTR's SavedModel of the same sizes, ids in: the
+    three graphs by Session callables, alternating call by call. `{batch: [raw,
+    encoded, DeepCTR]}`; None when DeepCTR is not installed."""
+    from keras_attn.backend import tf
     from keras_attn.cli.quickstart import CTR_SETTINGS
     from keras_attn.datasets import census_features, census_tasks, load_census_sample
     from keras_attn.models import build_ctr_model, fit_ctr_model
+    from keras_attn.models.ctr import split_ctr_model
     from keras_attn.serving import export, signature_dtypes, to_arrays
 
     deepctr_dir = folder / "deepctr_mmoe"
@@ -192,13 +199,21 @@ def time_against_deepctr(folder: Path, calls: int) -> dict | None:
     settings = {**CTR_SETTINGS, "gate": "softmax"}
     model = build_ctr_model(specs, tasks, name="census_mmoe_softmax", **settings)
     fit_ctr_model(model, df, batch_size=256, jit_compile=False, verbose=0)
-    ours = export(model, folder / "census_mmoe_softmax", features=specs)
+    ours = export(model, folder / "census_mmoe_softmax", features=specs, encoded=True)
     arrays = to_arrays(df.iloc[:64], signature_dtypes(ours), specs)
     our_feeds = folder / "softmax_feeds.json"
     our_feeds.write_text(json.dumps(_feeds(arrays)), encoding="utf-8")
+    preprocessor = split_ctr_model(model)[0]
+    encoded = preprocessor({k: tf.constant(v) for k, v in arrays.items()})
+    encoded_feeds = folder / "softmax_encoded_feeds.json"
+    encoded_feeds.write_text(
+        json.dumps(_feeds({k: v.numpy() for k, v in encoded.items()})),
+        encoding="utf-8",
+    )
     times = run_json(
-        ["-c", _SESSION_PAIR, calls, json.dumps(list(BATCHES)), ours, our_feeds]
-        + [deepctr_dir, deepctr_feeds],
+        ["-c", _SESSION_RUNS, calls, json.dumps(list(BATCHES))]
+        + [ours, our_feeds, "serving_default", ours, encoded_feeds, "encoded"]
+        + [deepctr_dir, deepctr_feeds, "serving_default"],
         legacy=None,
         timeout=1800,
         cwd=folder,
@@ -338,20 +353,25 @@ def main(argv=None) -> int:
             "",
             "Against DeepCTR's own SavedModel of the same model (the quickstart's "
             "sizes with softmax gates, DeepCTR `MMOE` saved by tf_keras; it takes ids "
-            "and standardized numbers encoded beforehand, keras_attn's export takes "
-            "the raw values and does the lookups and standardization in its graph): "
-            "both serving_default graphs by Session callables in one process, called "
-            "in turn.",
+            "and standardized numbers encoded beforehand). keras_attn's "
+            "`serving_default` takes the raw values and does the lookups and "
+            "standardization in its graph (the headline ratio); its `encoded` "
+            "signature (`export(..., encoded=True)`) takes what the model's "
+            "preprocessing makes, as DeepCTR's does. The three graphs by Session "
+            "callables in one process, called in turn.",
             "",
-            "| batch | keras_attn p50 / p99 | DeepCTR p50 / p99 | keras_attn / DeepCTR (p50, p99) |",  # noqa: E501
-            "|---|---|---|---|",
+            "| batch | keras_attn raw p50 / p99 | keras_attn encoded p50 / p99 | DeepCTR p50 / p99 | raw / DeepCTR (p50, p99) | encoded / DeepCTR (p50, p99) |",  # noqa: E501
+            "|---|---|---|---|---|---|",
         ]
-        for batch, (ours, theirs) in peer.items():
+        for batch, (raw, encoded, theirs) in peer.items():
             lines.append(
-                f"| {batch} | {ours['p50']:.2f} / {ours['p99']:.2f} | "
+                f"| {batch} | {raw['p50']:.2f} / {raw['p99']:.2f} | "
+                f"{encoded['p50']:.2f} / {encoded['p99']:.2f} | "
                 f"{theirs['p50']:.2f} / {theirs['p99']:.2f} | "
-                f"{ours['p50'] / theirs['p50']:.2f}x, "
-                f"{ours['p99'] / theirs['p99']:.2f}x |"
+                f"{raw['p50'] / theirs['p50']:.2f}x, "
+                f"{raw['p99'] / theirs['p99']:.2f}x | "
+                f"{encoded['p50'] / theirs['p50']:.2f}x, "
+                f"{encoded['p99'] / theirs['p99']:.2f}x |"
             )
     if predict:
         lines += [

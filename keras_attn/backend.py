@@ -257,10 +257,13 @@ def masked_softmax(scores: tf.Tensor, mask: tf.Tensor | None = None, axis: int =
     return tf.cast(weights, dtype)
 
 
-def write_saved_model(model, filepath: str, endpoints: dict, input_signature) -> None:
+def write_saved_model(
+    model, filepath: str, endpoints: dict, input_signature, input_signatures=None
+) -> None:
     """Writes a SavedModel of `model`'s variables and lookup tables with one signature
     per `endpoints` item (name -> function of the inputs), through the generation's
-    `ExportArchive`.
+    `ExportArchive`; each signed with `input_signature`, or with its own from the
+    dict `input_signatures` (name -> signature).
 
     Both generations track the model's variables and resources without the Keras
     objects themselves: `tf.saved_model.save(model)` under tf_keras also serialized
@@ -270,7 +273,8 @@ def write_saved_model(model, filepath: str, endpoints: dict, input_signature) ->
     archive = keras.export.ExportArchive()
     archive.track(model)
     for name, fn in endpoints.items():
-        archive.add_endpoint(name, fn, input_signature=input_signature)
+        signature = (input_signatures or {}).get(name, input_signature)
+        archive.add_endpoint(name, fn, input_signature=signature)
     with quiet_save():
         if KERAS_3:
             archive.write_out(filepath, verbose=False)

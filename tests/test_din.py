@@ -342,3 +342,49 @@ def test_all_padded_batch_keeps_moving_statistics_finite():
     dice = pooling.local_activation_unit.dice_layers[0]
     np.testing.assert_array_equal(np.asarray(dice.moving_mean), 0.0)
     np.testing.assert_array_equal(np.asarray(dice.moving_variance), 1.0)
+
+
+def test_sorted_row_helpers_equal_their_unsorted_forms():
+    # The packed path's candidate gather (its gradient a sorted segment sum) and
+    # its row sums, against tf.gather / unsorted_segment_sum; the rows skip
+    # example 1 and end before the last two examples, which must come out 0.
+    from keras_attn.layers.din import _gather_rows, _sum_rows
+
+    rng = np.random.default_rng(0)
+    params = tf.constant(rng.normal(size=(6, 3)).astype("float32"))
+    rows = tf.constant([0, 0, 2, 2, 2, 3], tf.int64)
+    upstream = tf.constant(rng.normal(size=(6, 3)).astype("float32"))
+    grads = []
+    for gather in (_gather_rows, tf.gather):
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            out = gather(params, rows)
+        np.testing.assert_array_equal(out, tf.gather(params, rows))
+        grads.append(tape.gradient(out, params, output_gradients=upstream))
+    np.testing.assert_allclose(grads[0], tf.convert_to_tensor(grads[1]), atol=1e-6)
+    expected = tf.math.unsorted_segment_sum(upstream, rows, 6)
+    np.testing.assert_allclose(_sum_rows(upstream, rows, 6), expected, atol=1e-6)
+    empty = _sum_rows(tf.zeros([0, 3]), tf.zeros([0], tf.int64), 4)
+    np.testing.assert_array_equal(empty, np.zeros((4, 3)))
+
+
+def test_packed_training_gradients_equal_the_unmasked_path():
+    # With every item real, the masked (packed) path computes what the unmasked
+    # one does, gradients included (the candidate's through the sorted segment
+    # sum, the pooling's through the packed weighted sum).
+    query, keys, _ = _data(batch=5)
+    pooling = AttentionSequencePooling(hidden_units=(6, 3))
+    pooling(query, keys)
+    _randomize(pooling)
+    q, k = tf.constant(query), tf.constant(keys)
+    results = []
+    for mask in (None, np.ones(keys.shape[:2], bool)):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k])
+            out = pooling(q, k, mask=mask, training=True)
+            loss = tf.reduce_sum(out * tf.range(1.0, 1.0 + DIM))
+        variables = pooling.trainable_weights
+        grads = tape.gradient(loss, [q, k] + variables)
+        results.append([np.asarray(out)] + [np.asarray(g) for g in grads])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -249,3 +249,205 @@ def test_folded_export_of_a_model_with_a_behaviour_history(tmp_path):
     # The history reaches the served output.
     other = serve(**{**rows, "history": tf.constant(["i3", "i1", "", "i1"])})
     assert np.abs(other["click"].numpy() - served).max() > 1e-6
+
+
+def _two_task_rows(n=64, seed=0):
+    """Raw rows of string, integer and numeric fields (one with NaN), two labels."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(40, 10, n)
+    age[::7] = np.nan
+    return pd.DataFrame(
+        {
+            "city": rng.choice(["a", "b", "c", "d", "e"], n),
+            "device": rng.choice(["ios", "android"], n),
+            "slot": rng.integers(0, 6, n),
+            "age": age,
+            "price": rng.exponential(30.0, n),
+            "click": rng.integers(0, 2, n),
+            "buy": rng.integers(0, 2, n),
+        }
+    )
+
+
+_FOLDED_CASES = {
+    "softmax_gate_shared_table": dict(gate="softmax", shared_table=True),
+    "attention_gate_per_field_tables": dict(gate="attention", expert_units=(8, 4)),
+    "general_score": dict(gate="attention", gate_score="general"),
+    "categorical_only": dict(gate="softmax", drop=["age", "price"]),
+    "numeric_only": dict(gate="attention", drop=["city", "device", "slot"]),
+}
+
+
+@pytest.mark.generation_specific
+@pytest.mark.parametrize("case", sorted(_FOLDED_CASES))
+def test_folded_mmoe_core_serves_the_models_outputs(case, tmp_path):
+    # A plain MMoE model's export runs the core with the numeric embeddings folded
+    # into the first layer, one gather, no range mask and the softmax written out
+    # (keras_attn.serving.ctr_core, issue 31): the same outputs as the model, for
+    # unseen categories and missing numbers too.
+    from keras_attn.backend import keras
+    from keras_attn.models.ctr import split_ctr_model
+    from keras_attn.serving.ctr_core import folded_ctr_core
+
+    settings = dict(_FOLDED_CASES[case])
+    df = _two_task_rows().drop(columns=settings.pop("drop", []))
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(
+        specs,
+        ["click", "buy"],
+        embedding_dim=4,
+        num_experts=3,
+        expert_units=settings.pop("expert_units", (8,)),
+        tower_units=(4,),
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+        **settings,
+    )
+    assert folded_ctr_core(model) is not None
+    rows = df.drop(columns=["click", "buy"]).iloc[:16].copy()
+    if "city" in rows:
+        rows.loc[rows.index[1], "city"] = "never seen"
+    batch = next(iter(to_dataset(rows, specs, batch_size=16)))
+    expected = {k: v.numpy() for k, v in model(batch).items()}
+    assert min(v.std() for v in expected.values()) > 1e-3  # the rows differ
+    path = export(model, tmp_path / case)
+    ops = _request_ops(path)
+    assert ops["Softmax"] == 0 and ops["ReadVariableOp"] == 0, ops
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](**batch)
+    for name, value in expected.items():
+        np.testing.assert_allclose(served[name].numpy(), value, atol=1e-6)
+    # Ids from outside (trusted_ids=False) keep the model's rule: an id out of its
+    # field's range reads a zero vector.
+    preprocessor, core = split_ctr_model(model)
+    encoded = dict(preprocessor(batch))
+    if "categorical_ids" in encoded:
+        ids = encoded["categorical_ids"].numpy()
+        ids[0, 0], ids[2, -1] = 10_000, -3
+        encoded["categorical_ids"] = tf.constant(ids)
+    checked = folded_ctr_core(model, trusted_ids=False)(encoded)
+    for name, value in core(encoded).items():
+        np.testing.assert_allclose(checked[name].numpy(), value.numpy(), atol=1e-6)
+
+
+def test_models_the_fold_does_not_cover_serve_their_core_as_it_is():
+    from keras_attn.serving.ctr_core import folded_ctr_core
+
+    df = _two_task_rows()
+    specs = infer_features(df, labels=["click", "buy"])
+    tiny = dict(embedding_dim=4, num_experts=2, expert_units=(4,), tower_units=())
+    for settings in (
+        dict(linear=True),
+        dict(interacting_layers=1),
+        dict(multitask="ple"),
+        dict(multitask="shared_bottom"),
+        dict(gate="attention", gate_score="additive"),
+    ):
+        model = build_ctr_model(specs, ["click", "buy"], **{**tiny, **settings})
+        assert folded_ctr_core(model) is None, settings
+
+
+@pytest.mark.generation_specific
+def test_encoded_signature_takes_what_the_preprocessing_makes(tmp_path):
+    # export(encoded=True): a second signature on the encoded values, for feature
+    # stores that encode beforehand (DeepCTR's SavedModel takes such ids): the
+    # model's outputs from the preprocessor's values, an out-of-range id read as a
+    # zero vector (the model's rule), the batch-size check kept; warm-up records
+    # for the raw signature only.
+    from keras_attn.backend import keras
+    from keras_attn.models.ctr import split_ctr_model
+    from keras_attn.serving import read_warmup
+
+    df = _two_task_rows()
+    specs = infer_features(df, labels=["click", "buy"])
+    model = build_ctr_model(
+        specs,
+        ["click", "buy"],
+        embedding_dim=4,
+        num_experts=3,
+        expert_units=(8,),
+        tower_units=(4,),
+        shared_table=True,
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+    )
+    rows = df.drop(columns=["click", "buy"]).iloc[:8]
+    path = export(model, tmp_path / "m", encoded=True, warmup=rows)
+    assert {r.model_spec.signature_name for r in read_warmup(path)} == {
+        "serving_default"
+    }
+    batch = next(iter(to_dataset(rows, specs, batch_size=8)))
+    preprocessor, core = split_ctr_model(model)
+    encoded = {k: v.numpy() for k, v in preprocessor(batch).items()}
+    encoded["categorical_ids"][0, 1] = 99  # outside its field's range
+    expected = {k: v.numpy() for k, v in core(encoded).items()}
+    loaded = tf.saved_model.load(str(path))
+    fn = loaded.signatures["encoded"]
+    assert sorted(fn.structured_input_signature[1]) == sorted(encoded)
+    served = fn(**{k: tf.constant(v) for k, v in encoded.items()})
+    assert sorted(served) == ["buy", "click"]
+    for name, value in expected.items():
+        np.testing.assert_allclose(served[name].numpy(), value, atol=1e-6)
+    short = {**encoded, "numeric_preprocessing": encoded["numeric_preprocessing"][:3]}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="batch size"):
+        fn(**{k: tf.constant(v) for k, v in short.items()})
+
+
+@pytest.mark.generation_specific
+def test_encoded_signature_of_a_model_with_a_behaviour_history(tmp_path):
+    specs = [
+        CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
+        CategoricalFeature("user", vocabulary=["u1", "u2"]),
+        SequenceFeature("history", shares="item", max_len=3),
+    ]
+    model = tiny_din(specs)
+    rows = {
+        "item": tf.constant(["i1", "i2", "nope"]),
+        "user": tf.constant(["u1", "u2", "u1"]),
+        "history": tf.constant(["i1|i2", "", "i9|i3"]),
+    }
+    from keras_attn.models.ctr import split_ctr_model
+
+    preprocessor = split_ctr_model(model)[0]
+    path = export(model, tmp_path / "din", encoded=True)
+    fn = tf.saved_model.load(str(path)).signatures["encoded"]
+    served = fn(**preprocessor(rows))["click"].numpy()
+    np.testing.assert_allclose(served, model(rows)["click"].numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="`encoded` must be True or False"):
+        export(model, tmp_path / "x", encoded="yes")
+    from keras_attn.backend import keras
+
+    x = keras.Input(shape=(1,), name="x")
+    other = keras.Model({"x": x}, {"y": keras.layers.Dense(1, name="y")(x)})
+    with pytest.raises(ValueError, match="`encoded=True` needs a `CTRModel`"):
+        export(other, tmp_path / "y", encoded=True)
+
+
+@pytest.mark.generation_specific
+def test_folded_core_keeps_the_range_mask_for_an_empty_vocabulary(tmp_path):
+    # An all-missing column's lookup holds one placeholder value, whose id is one
+    # past the field's range: the model reads a zero vector for it, and so must the
+    # folded export (its own ids are trusted otherwise).
+    from keras_attn.backend import keras
+
+    specs = [
+        CategoricalFeature("city", vocabulary=["a", "b"]),
+        CategoricalFeature("code", vocabulary=[], dtype="int64"),
+        CategoricalFeature("slot", vocabulary=[1, 2], dtype="int64"),
+    ]
+    model = build_ctr_model(
+        specs,
+        ["click", "buy"],
+        embedding_dim=4,
+        num_experts=2,
+        expert_units=(4,),
+        tower_units=(),
+        shared_table=True,
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+    )
+    rows = {
+        "city": tf.constant(["a", "b", "z"]),
+        "code": tf.constant([-(2**62), 5, -(2**62)], tf.int64),
+        "slot": tf.constant([1, 2, 1], tf.int64),
+    }
+    path = export(model, tmp_path / "m")
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](**rows)
+    for name, value in model(rows).items():
+        np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)

@@ -31,6 +31,7 @@ from keras_attn.models.base import output_tensors
 from keras_attn.models.ctr import CTRModel, split_ctr_model
 from keras_attn.models.text import build_text_serving_model
 from keras_attn.models.text_classifier import TextClassifier
+from keras_attn.serving.ctr_core import folded_ctr_core
 from keras_attn.serving.explain import ctr_explain_fn, text_explain_fn
 from keras_attn.serving.requests import to_arrays
 from keras_attn.serving.warmup import write_warmup
@@ -138,36 +139,49 @@ def _same_batch(inputs: dict) -> dict:
 FOLD_LIMIT = 256 * 2**20
 
 
-def _serving_call(model):
-    """`inputs -> outputs` of `model` as the export serves it.
+def _ctr_core(model, trusted_ids=True):
+    """`(encoded dict -> outputs, {key: TensorSpec})` of a `CTRModel`'s core as the
+    export serves it.
 
-    A `CTRModel` runs its preprocessing (lookup tables, standardization) and then
-    its core (ids and numbers -> outputs) with the core's weights as constants, so
-    that TF Serving's graph optimizer computes once, at load, what no request
-    changes: the weight reads and casts, the fused expert kernel's transpose, the
-    attention gate's key projection folded with its task contexts. The census
-    quickstart export's request took ~10 % less CPU time at batch 1 and 512
-    (`benchmarks/RESULTS.md`, bench_serving). The SavedModel keeps the variables
-    too, for its other signatures. Other models, and CTR models whose weights
-    exceed `FOLD_LIMIT`, serve `model(inputs)`.
+    The core's weights are constants, so that TF Serving's graph optimizer
+    computes once, at load, what no request changes: the weight reads and casts,
+    the fused expert kernel's transpose, the attention gate's key projection
+    folded with its task contexts. The census quickstart export's request took
+    ~10 % less CPU time at batch 1 and 512 (`benchmarks/RESULTS.md`,
+    bench_serving). A plain MMoE model's core is served with its field embeddings
+    folded into the experts' and gates' first layer
+    (`keras_attn.serving.ctr_core`; `trusted_ids`: the ids come from the export's
+    own lookups). Models whose weights exceed `FOLD_LIMIT` run their core as it is.
     """
-    size = sum(int(np.prod(w.shape)) * tf.as_dtype(w.dtype).size for w in model.weights)
-    if not isinstance(model, CTRModel) or size > FOLD_LIMIT:
-        return lambda inputs: model(inputs, training=False)
     preprocessor, core = split_ctr_model(model)
     specs = {
-        name: tf.TensorSpec([None, *t.shape[1:]], t.dtype)
+        name: tf.TensorSpec([None, *t.shape[1:]], t.dtype, name=name)
         for name, t in output_tensors(preprocessor).items()
     }
-    traced = tf.function(lambda x: core(x, training=False)).get_concrete_function(specs)
+    size = sum(int(np.prod(w.shape)) * tf.as_dtype(w.dtype).size for w in model.weights)
+    if size > FOLD_LIMIT:
+        return (lambda encoded: core(encoded, training=False)), specs
+    plan = folded_ctr_core(model, trusted_ids) or (lambda x: core(x, training=False))
+    traced = tf.function(plan).get_concrete_function(specs)
     folded = variables_to_constants(traced)
 
-    def call(inputs):
-        encoded = preprocessor(inputs, training=False)
+    def call(encoded):
         flat = folded(*tf.nest.flatten(encoded))  # the dict's values by sorted key
         return tf.nest.pack_sequence_as(traced.structured_outputs, flat)
 
-    return call
+    return call, specs
+
+
+def _serving_call(model):
+    """`inputs -> outputs` of `model` as the export serves it: a `CTRModel` runs
+    its preprocessing (lookup tables, standardization), then its core as
+    `_ctr_core` serves it; other models `model(inputs)`. The SavedModel keeps the
+    variables too, for its other signatures."""
+    if not isinstance(model, CTRModel):
+        return lambda inputs: model(inputs, training=False)
+    preprocessor = split_ctr_model(model)[0]
+    core = _ctr_core(model)[0]
+    return lambda inputs: core(preprocessor(inputs, training=False))
 
 
 def export(
@@ -178,6 +192,7 @@ def export(
     overwrite: bool = False,
     warmup=None,
     explain=False,
+    encoded=False,
 ) -> Path:
     """Writes `model` for TF Serving as `base_dir/<version>/`.
 
@@ -201,6 +216,14 @@ def export(
             `CTRModel` (`keras_attn.serving.explain.ctr_explain_fn`: the outputs
             plus each task's gate weights and AutoInt's attention) and for a
             `TextClassifier` (`text_explain_fn`). Defaults to False.
+        encoded: bool. Adds, for a `CTRModel`, an "encoded" signature on the
+            values its preprocessing makes (what `split_ctr_model(model)[0]`
+            returns, by the same keys: `categorical_ids` `(batch, fields)`,
+            `numeric_preprocessing` standardized numbers, a history's ids and
+            mask), for callers whose feature store encodes beforehand; the same
+            named outputs. An id outside its field's range reads a zero vector,
+            as in the model. Warm-up records cover the raw-value signatures only.
+            Defaults to False.
 
     Returns:
         The path of the version folder.
@@ -259,6 +282,23 @@ def export(
             f"Received: explain={explain!r}"
         )
 
+    signatures = {}
+    if not isinstance(encoded, bool) and encoded is not None:
+        raise ValueError(f"`encoded` must be True or False. Received: {encoded!r}")
+    if encoded:
+        if not isinstance(model, CTRModel):
+            raise ValueError(
+                "`encoded=True` needs a `CTRModel` (its preprocessing makes the "
+                f"encoded values). Received: a {type(model).__name__}"
+            )
+        core, specs = _ctr_core(model, trusted_ids=False)
+
+        def serve_encoded(values):
+            return _outputs_dict(model, core(_same_batch(values)))
+
+        endpoints["encoded"] = serve_encoded
+        signatures["encoded"] = [specs]
+
     if warmup is not None:
         # Checked (and converted) before the slow save.
         dtypes = {n: spec.dtype.name for n, spec in signature.items()}
@@ -271,13 +311,14 @@ def export(
     tmp = new_temp_folder(base)
     try:
         out = tmp / "model"
-        write_saved_model(model, str(out), endpoints, [signature])
+        write_saved_model(model, str(out), endpoints, [signature], signatures)
         if features is not None:
             extra = out / "assets.extra"
             extra.mkdir(exist_ok=True)
             (extra / _SPECS_FILE).write_text(features_to_json(features))
         if warmup is not None:
-            write_warmup(out, warmup, dtypes, tuple(endpoints), base.name)
+            raw = tuple(n for n in endpoints if n not in signatures)
+            write_warmup(out, warmup, dtypes, raw, base.name)
         target = place_version(out, base, version, overwrite)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
