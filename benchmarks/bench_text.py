@@ -48,6 +48,10 @@ hotel reviews, 2 classes); a data set whose file is absent is skipped with a mes
     python -m benchmarks.bench_text --table-only  (RESULTS.md from the stored runs)
     python -m benchmarks.bench_text --select-wide  (the wide part's features)
     python -m benchmarks.bench_text --select-wide-training ensemble,residual,joint,deep
+    python -m benchmarks.bench_text --datasets review_polarity --select-truncate \
+        end,middle  (what a long document loses when the checkpoint fine-tunes)
+    python -m benchmarks.bench_text --datasets ag_news --select-learning-rate \
+        2e-5,5e-5,1e-4  (the fine-tuning's peak rate)
     python -m benchmarks.bench_text --datasets ag_news --value-transforms \
         none,nonlinear,linear [--patience 2] [--epochs 10]
 
@@ -533,11 +537,49 @@ def select_wide_training(names, modes, verbose=0) -> str:
     `wide=False`), fitted on an inner 80/20 split (seed 1) of each data set's
     fitting part and scored on the inner 20 %: how the default mode was chosen.
     The test part is not read."""
+    variants = [
+        (mode, {"wide": False} if mode == "deep" else {"wide_training": mode})
+        for mode in modes
+    ]
+    return _select_on_inner_splits(names, "mode", variants, verbose)
+
+
+def select_truncate(names, values, verbose=0) -> str:
+    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults once per
+    `truncate` value, on the inner 80/20 split (seed 1) of each data set's fitting
+    part, scored on the inner 20 %: how `FINE_TUNING["truncate"]` was chosen. The
+    test part is not read."""
+    variants = [
+        (value, {"model": "bert", "checkpoint": CHECKPOINT, "truncate": value})
+        for value in values
+    ]
+    return _select_on_inner_splits(names, "truncate", variants, verbose)
+
+
+def select_learning_rate(names, rates, verbose=0) -> str:
+    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults once per
+    peak learning rate, on the inner 80/20 split (seed 1) of each data set's
+    fitting part, scored on its inner 20 %: how `FINE_TUNING["learning_rate"]`
+    was chosen. The test part is not read."""
+    variants = [
+        (
+            f"{rate:g}",
+            {"model": "bert", "checkpoint": CHECKPOINT, "learning_rate": rate},
+        )
+        for rate in rates
+    ]
+    return _select_on_inner_splits(names, "learning rate", variants, verbose)
+
+
+def _select_on_inner_splits(names, column, variants, verbose=0) -> str:
+    """`fit_text_classifier` once per `(label, arguments)` of `variants` on each
+    data set's inner split; a table row each (the parts of an ensemble alone, the
+    carve's accuracies, the mix)."""
     from keras_attn.models import fit_text_classifier
 
     rows = [
-        "| data set (fit / scored docs) | mode | scored accuracy [95 % Wilson] | "
-        "wide alone | deep alone | carve: wide / deep / mixed | α, t | fit s |",
+        f"| data set (fit / scored docs) | {column} | scored accuracy [95 % Wilson] "
+        "| wide alone | deep alone | carve: wide / deep / mixed | α, t | fit s |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
@@ -547,8 +589,7 @@ def select_wide_training(names, modes, verbose=0) -> str:
         xtr, ytr, inner, held = parts
         xa, ya = [xtr[i] for i in inner], [ytr[i] for i in inner]
         xb, yb = [xtr[i] for i in held], [ytr[i] for i in held]
-        for mode in modes:
-            extra = {"wide": False} if mode == "deep" else {"wide_training": mode}
+        for label, extra in variants:
             start = time.perf_counter()
             clf = fit_text_classifier(xa, ya, verbose=verbose, **extra)
             seconds = time.perf_counter() - start
@@ -557,7 +598,7 @@ def select_wide_training(names, modes, verbose=0) -> str:
             )
             s = clf.settings
             parts = ["", ""]
-            if mode == "ensemble":
+            if "wide_weight" in s:
                 alone = _part_accuracies(clf, xb, yb)
                 parts = [
                     f"{alone[k] / len(yb):.3f}" if k in alone else ""
@@ -577,7 +618,7 @@ def select_wide_training(names, modes, verbose=0) -> str:
             )
             low, high = wilson(correct, len(yb))
             row = (
-                f"| {name} ({len(xa)} / {len(xb)}) | {mode} | "
+                f"| {name} ({len(xa)} / {len(xb)}) | {label} | "
                 f"{correct / len(yb):.3f} [{low:.3f}, {high:.3f}] | {parts[0]} | "
                 f"{parts[1]} | {carve} | {mix} | {seconds:.0f} |"
             )
@@ -802,6 +843,18 @@ def main(argv=None) -> int:
         metavar="ensemble,residual,joint,deep",
         help="fit_text_classifier per wide_training mode on an inner split",
     )
+    parser.add_argument(
+        "--select-truncate",
+        default="",
+        metavar="end,middle",
+        help="the checkpoint fine-tuned per `truncate` value on an inner split",
+    )
+    parser.add_argument(
+        "--select-learning-rate",
+        default="",
+        metavar="2e-5,5e-5,1e-4",
+        help="the checkpoint fine-tuned per peak learning rate on an inner split",
+    )
     parser.add_argument("--patience", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args(argv)
@@ -848,6 +901,57 @@ def main(argv=None) -> int:
                 "mix chosen on the carve.\n\n" + text,
                 "python -m benchmarks.bench_text --datasets "
                 f"{args.datasets} --select-wide-training {args.select_wide_training}",
+            )
+        return 0
+    if args.select_learning_rate:
+        rates = [float(v) for v in args.select_learning_rate.split(",")]
+        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+        if not CHECKPOINT.is_dir():
+            print(f"skipped: the checkpoint {CHECKPOINT} is absent")
+            return 0
+        text = select_learning_rate(names, rates, args.verbose)
+        print(text)
+        if not args.no_write:
+            from benchmarks._results import write_section
+
+            write_section(
+                f"bench_text_select_learning_rate_{names[0]}",
+                "The shipped checkpoint fine-tuned with fit_text_classifier's "
+                "defaults (`FINE_TUNING`: AdamW, 10 % linear warm-up then linear "
+                "decay, at most 4 epochs with early stopping on the carved part; "
+                "the wide part's ensemble) once per peak learning rate, fitted on "
+                "an inner 80/20 split (seed 1) of each data set's fitting part, "
+                "scored on its inner 20 %; the test part is not read. Columns as "
+                "bench_text_select_truncate.\n\n" + text,
+                "python -m benchmarks.bench_text --datasets "
+                f"{args.datasets} --select-learning-rate {args.select_learning_rate}",
+            )
+        return 0
+    if args.select_truncate:
+        values = [v.strip() for v in args.select_truncate.split(",")]
+        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+        if not CHECKPOINT.is_dir():
+            print(f"skipped: the checkpoint {CHECKPOINT} is absent")
+            return 0
+        text = select_truncate(names, values, args.verbose)
+        print(text)
+        if not args.no_write:
+            from benchmarks._results import write_section
+
+            write_section(
+                "bench_text_select_truncate",
+                "The shipped checkpoint fine-tuned with fit_text_classifier's "
+                "defaults (`FINE_TUNING`, the wide part's ensemble) once per "
+                "`truncate` (what a document longer than the sequence loses: "
+                "'end', or 'middle': its first quarter and last three quarters "
+                "kept), fitted on an inner 80/20 split (seed 1) of each data set's "
+                "fitting part, scored on its inner 20 %; the test part is not "
+                "read. Wide / deep alone: each part of the ensemble on the scored "
+                "documents; carve: the validation accuracies on the early-stopping "
+                "part fit_text_classifier carved off; α, t: the mix chosen on the "
+                "carve.\n\n" + text,
+                "python -m benchmarks.bench_text --datasets "
+                f"{args.datasets} --select-truncate {args.select_truncate}",
             )
         return 0
     if args.value_transforms:

@@ -107,6 +107,62 @@ def test_single_segments_are_truncated_and_padded():
         pack_segments([_segment([1]), _segment([1])], 2, cls_id=2, sep_id=3)
 
 
+def _head_and_tail(ids, kept):
+    """The "middle" rule written out: the first kept // 4 ids and the last
+    kept - kept // 4 (all of them when they fit)."""
+    if len(ids) <= kept:
+        return list(ids)
+    head = kept // 4
+    return list(ids[:head]) + list(ids[len(ids) - (kept - head) :])
+
+
+@pytest.mark.generation_neutral
+@pytest.mark.parametrize("length", [6, 7, 12])
+def test_long_segments_lose_their_middle(length):
+    lengths = [0, 1, 3, 4, 5, 9, 30]
+    packed = pack_segments(
+        [_segment(lengths)], length, cls_id=2, sep_id=3, truncate="middle"
+    )
+    budget = length - 2
+    for row, n in zip(packed["token_ids"].numpy().tolist(), lengths):
+        kept = _head_and_tail(list(range(10, 10 + n)), budget)
+        assert row == [2, *kept, 3] + [0] * (length - 2 - len(kept))
+
+
+@pytest.mark.generation_neutral
+def test_pairs_lose_the_middle_of_their_share():
+    packed = pack_segments(
+        [_segment([9]), _segment([8])], 12, cls_id=2, sep_id=3, truncate="middle"
+    )
+    # Longest first gives each a share of 4 (budget 9: 5 and 4); then each keeps
+    # the head and tail of its share.
+    first = _head_and_tail(list(range(10, 19)), 5)
+    second = _head_and_tail(list(range(10, 18)), 4)
+    assert packed["token_ids"].numpy().tolist() == [[2, *first, 3, *second, 3]]
+    assert first == [10, 15, 16, 17, 18] and second == [10, 15, 16, 17]
+
+
+@pytest.mark.generation_neutral
+def test_truncate_names_itself():
+    with pytest.raises(ValueError, match="truncate.*'end', 'middle'.*'start'"):
+        pack_segments([_segment([1])], 4, cls_id=2, sep_id=3, truncate="start")
+    with pytest.raises(ValueError, match="truncate.*'start'"):
+        BertPreprocessor(BertTokenizer(VOCAB), 8, truncate="start")
+
+
+def test_preprocessor_truncates_in_the_middle_and_keeps_it_in_its_config():
+    preprocessor = BertPreprocessor(
+        BertTokenizer(VOCAB + WORDS), sequence_length=6, truncate="middle"
+    )
+    text = tf.constant([" ".join(f"w{i}" for i in range(10)), "w1 w2"])
+    out = preprocessor(text)["token_ids"].numpy().tolist()
+    # Room for 4 pieces of w0..w9 (ids 20..29): w0, then w7 w8 w9.
+    assert out == [[2, 20, 27, 28, 29, 3], [2, 21, 22, 3, 0, 0]]
+    again = BertPreprocessor.from_config(preprocessor.get_config())
+    assert again.truncate == "middle"
+    np.testing.assert_array_equal(again(text)["token_ids"], out)
+
+
 def test_preprocessor_pairs_config_and_files(tmp_path):
     preprocessor = BertPreprocessor(BertTokenizer(VOCAB + WORDS), sequence_length=8)
     out = preprocessor((tf.constant(["hello world"]), tf.constant(["w1 w2 w3 w4"])))

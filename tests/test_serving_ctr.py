@@ -418,3 +418,36 @@ def test_encoded_signature_of_a_model_with_a_behaviour_history(tmp_path):
     other = keras.Model({"x": x}, {"y": keras.layers.Dense(1, name="y")(x)})
     with pytest.raises(ValueError, match="`encoded=True` needs a `CTRModel`"):
         export(other, tmp_path / "y", encoded=True)
+
+
+@pytest.mark.generation_specific
+def test_folded_core_keeps_the_range_mask_for_an_empty_vocabulary(tmp_path):
+    # An all-missing column's lookup holds one placeholder value, whose id is one
+    # past the field's range: the model reads a zero vector for it, and so must the
+    # folded export (its own ids are trusted otherwise).
+    from keras_attn.backend import keras
+
+    specs = [
+        CategoricalFeature("city", vocabulary=["a", "b"]),
+        CategoricalFeature("code", vocabulary=[], dtype="int64"),
+        CategoricalFeature("slot", vocabulary=[1, 2], dtype="int64"),
+    ]
+    model = build_ctr_model(
+        specs,
+        ["click", "buy"],
+        embedding_dim=4,
+        num_experts=2,
+        expert_units=(4,),
+        tower_units=(),
+        shared_table=True,
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+    )
+    rows = {
+        "city": tf.constant(["a", "b", "z"]),
+        "code": tf.constant([-(2**62), 5, -(2**62)], tf.int64),
+        "slot": tf.constant([1, 2, 1], tf.int64),
+    }
+    path = export(model, tmp_path / "m")
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](**rows)
+    for name, value in model(rows).items():
+        np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)

@@ -108,6 +108,7 @@ def test_fine_tuning_settings_and_the_wide_ensemble(folder, fitted):
     assert isinstance(clf.tokenizer, BertPreprocessor)
     s = clf.settings
     assert s["checkpoint"] == str(path) and s["pretraining"] is None
+    assert s["truncate"] == tc.FINE_TUNING["truncate"] == clf.tokenizer.truncate
     # One epoch of the training part (the carved documents left out), batches of 8.
     steps = -(-(len(TEXTS) - len(clf.validation_indices)) // 8)
     assert 0 < len(clf.validation_indices) < len(TEXTS) // 5
@@ -141,6 +142,10 @@ def test_sequence_length_is_read_off_the_corpus_in_pieces(folder):
     assert tc._checkpoint_preprocessor(checkpoint, long, 6, 95).sequence_length == 6
     with pytest.raises(ValueError, match="at most the checkpoint's 12 positions"):
         tc._checkpoint_preprocessor(checkpoint, long, 13, 95)
+    # What a long document loses travels to the preprocessor, read off or given.
+    for length in (None, 6):
+        cut = tc._checkpoint_preprocessor(checkpoint, long, length, 95, "middle")
+        assert cut.truncate == "middle"
 
 
 @pytest.mark.generation_neutral
@@ -203,6 +208,8 @@ def test_a_wide_classifier_refuses_to_save_as_a_hugging_face_folder(fitted, tmp_
         ({"pretrain_epochs": 1}, "`pretrain_epochs` cannot be used"),
         ({"vocabulary": "bert-base-uncased"}, "`vocabulary` cannot be used"),
         ({"sequence_length": 40}, "at most the checkpoint's 12 positions"),
+        ({"truncate": "start"}, "`truncate` must be one of .'end', 'middle'."),
+        ({"model": "han", "checkpoint": None, "truncate": "end"}, "`truncate` needs"),
     ],
 )
 def test_checkpoint_arguments_are_checked(folder, change, match):
@@ -236,8 +243,10 @@ def test_cli_checkpoint_reaches_the_fit(folder, tmp_path, text_fit_spy, capsys):
     assert received["texts"] == TEXTS
     # Epochs and the rate are the fit's own defaults (FINE_TUNING's).
     assert received["epochs"] is None and received["learning_rate"] is None
-    assert main([*args, "--model", "bert", "--epochs", "2"]) == 0
-    assert received["epochs"] == 2
+    assert received["truncate"] is None
+    again = [*args, "--model", "bert", "--epochs", "2", "--truncate", "middle"]
+    assert main(again) == 0
+    assert received["epochs"] == 2 and received["truncate"] == "middle"
     capsys.readouterr()
     # A usage error: one line on stderr, exit status 2, no fit.
     received.clear()
@@ -246,6 +255,8 @@ def test_cli_checkpoint_reaches_the_fit(folder, tmp_path, text_fit_spy, capsys):
     assert main([*args, "--num-layers", "2", "--vocab", "bert-base-uncased"]) == 2
     err = capsys.readouterr().err
     assert "--vocab, --num-layers cannot be used with --checkpoint" in err
+    assert main([*args[:-2], "--truncate", "middle"]) == 2
+    assert "--truncate needs --checkpoint" in capsys.readouterr().err
     assert received == {}
     # Without --checkpoint the model is still HAN by default.
     main(args[:-2])

@@ -409,6 +409,10 @@ def train_text(args: argparse.Namespace) -> int:
                 f"{', '.join(given)} cannot be used with --checkpoint (the "
                 "checkpoint's config.json and vocab.txt set them)"
             )
+    elif args.truncate is not None:
+        raise UsageError(
+            f"--truncate needs --checkpoint (received --truncate {args.truncate})"
+        )
     args.model = args.model or "han"
     if args.pretrain_epochs and args.model != "bert":
         raise UsageError(
@@ -477,6 +481,7 @@ def train_text(args: argparse.Namespace) -> int:
         pretrain_epochs=args.pretrain_epochs,
         pretrain_steps=args.pretrain_steps,
         checkpoint=args.checkpoint,
+        truncate=args.truncate,
         **kwargs,
     )
     print(f"settings: {clf.settings}")
@@ -631,6 +636,13 @@ def _add_text(kinds) -> None:
         help="fine-tune this pretrained Hugging Face model folder (config.json, "
         "model.safetensors, vocab.txt; model type bert, distilbert or albert) "
         "with its own tokenizer; the export keeps the tokenizer inside",
+    )
+    p.add_argument(
+        "--truncate",
+        choices=("end", "middle"),
+        help="with --checkpoint: what a document longer than the sequence loses, "
+        "its end or its middle (its first quarter and last three quarters kept) "
+        "(default: FINE_TUNING's)",
     )
     p.add_argument(
         "--vocab",

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from keras_attn._validation import check_positive_int
+from keras_attn._validation import check_choice, check_positive_int
 from keras_attn.backend import Layer, keras, register, tf
 from keras_attn.text.bert_tokenizer import (
     CLS,
     SEP,
+    TRUNCATE,
     BertTokenizer,
     pack_segments,
 )
@@ -39,7 +40,9 @@ class BertPreprocessor(Layer):
     The checkpoint's WordPiece tokenization (`BertTokenizer`), then
     `[CLS] a [SEP]` for single texts and `[CLS] a [SEP] b [SEP]` for pairs (segment
     ids 0 then 1), truncated to `sequence_length` (the longer segment first for
-    pairs, as Hugging Face does) and padded with id 0. Everything runs in
+    pairs, as Hugging Face does; a segment loses its last tokens, or with
+    `truncate="middle"` those between its first quarter and its last three
+    quarters) and padded with id 0. Everything runs in
     TensorFlow and tensorflow-text ops, so the layer works in `tf.data` and inside an
     exported model that takes raw strings.
 
@@ -47,6 +50,10 @@ class BertPreprocessor(Layer):
         tokenizer: a `BertTokenizer`.
         sequence_length: int. Length of the outputs, special tokens included.
             Defaults to 128.
+        truncate: str. What a text longer than `sequence_length` loses: "end" (it
+            keeps its first pieces; Hugging Face's default) or "middle" (it keeps
+            the first quarter of the room and fills the rest from its end: the head
+            + tail of long reviews, Sun et al., 2019). Defaults to "end".
 
     Call arguments:
         inputs: string tensor `(batch,)`, or a tuple/list of two of them (pairs).
@@ -67,7 +74,9 @@ class BertPreprocessor(Layer):
     [[0, 0, 0, 0, 1, 1, 1, 1]]
     """
 
-    def __init__(self, tokenizer, sequence_length: int = 128, **kwargs):
+    def __init__(
+        self, tokenizer, sequence_length: int = 128, truncate: str = "end", **kwargs
+    ):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         if isinstance(tokenizer, dict):  # from a config
@@ -84,6 +93,7 @@ class BertPreprocessor(Layer):
                 "`sequence_length` must be at least 3 ([CLS], [SEP] and a token). "
                 f"Received: sequence_length={sequence_length}"
             )
+        self.truncate = check_choice("truncate", truncate, TRUNCATE)
 
     @classmethod
     def from_pretrained(cls, path, sequence_length: int | None = None, **kwargs):
@@ -136,6 +146,7 @@ class BertPreprocessor(Layer):
             self.sequence_length,
             self.tokenizer.token_id(CLS),
             self.tokenizer.token_id(SEP),
+            truncate=self.truncate,
         )
 
     def compute_output_spec(self, inputs):
@@ -151,4 +162,5 @@ class BertPreprocessor(Layer):
             **super().get_config(),
             "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
             "sequence_length": self.sequence_length,
+            "truncate": self.truncate,
         }

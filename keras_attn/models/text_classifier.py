@@ -88,6 +88,7 @@ from keras_attn.precision import (
     policy_scope,
     resolve_jit_compile,
 )
+from keras_attn.text.bert_tokenizer import TRUNCATE
 from keras_attn.text.labels import early_stopping_split, text_labels
 
 __all__ = [
@@ -294,6 +295,7 @@ def fit_text_classifier(
     pretrain_epochs: int = 0,
     pretrain_steps: int | None = None,
     checkpoint=None,
+    truncate: str | None = None,
     **model_kwargs,
 ) -> TextClassifier:
     """Tokenizes, builds and trains a HAN, Transformer or BERT-style classifier.
@@ -333,7 +335,9 @@ def fit_text_classifier(
     folder's (`BertPreprocessor.from_pretrained`), which the export keeps in front.
     `sequence_length` is read off the corpus in WordPiece pieces (the `percentile`
     of the training documents', `[CLS]` and `[SEP]` included), at most
-    `LIMIT_CAPS["bert_tokens"]` and the checkpoint's position count. Training
+    `LIMIT_CAPS["bert_tokens"]` and the checkpoint's position count; a longer
+    document loses its middle (its first quarter and last three quarters kept;
+    `FINE_TUNING["truncate"]`), or with `truncate="end"` its end. Training
     follows `FINE_TUNING` (AdamW, linear warm-up and decay; `epochs` and
     `learning_rate` default to its values) with early stopping as below; the wide
     part is on by default and trained as for the other kinds.
@@ -427,6 +431,9 @@ def fit_text_classifier(
             over the training documents' windows).
         checkpoint: a Hugging Face model folder to fine-tune (`model="bert"`; see
             above). Defaults to None (a "bert" from scratch).
+        truncate: str or None. With `checkpoint`: what a document longer than
+            the sequence loses, "end" or "middle" (`BertPreprocessor`). Defaults
+            to None: `FINE_TUNING["truncate"]`.
         **model_kwargs: passed to the model builder (over `MODEL_DEFAULTS`); for
             "bert", `BertBackbone`'s arguments (its `dropout` is the head's too);
             with `checkpoint`, `BertBackbone` arguments over the folder's config
@@ -480,6 +487,15 @@ def fit_text_classifier(
             )
         # A missing folder, an unsupported model type: said before any work.
         checkpoint = HFCheckpoint(checkpoint)
+        truncate = check_choice(
+            "truncate", truncate or FINE_TUNING["truncate"], TRUNCATE
+        )
+    elif truncate is not None:
+        raise ValueError(
+            "`truncate` needs a `checkpoint` (it says how the fine-tuned "
+            f"encoder's tokenizer cuts long documents). Received: truncate="
+            f"{truncate!r}, checkpoint=None"
+        )
     elif not kind.wide and wide not in (None, False):
         raise ValueError(
             f"`wide` must be None or False for model={model!r} from scratch (give a "
@@ -558,6 +574,7 @@ def fit_text_classifier(
         vocabulary=vocabulary,
         percentile=percentile,
         checkpoint=checkpoint,
+        truncate=truncate or FINE_TUNING["truncate"],
         wide=_resolve_wide(kind, wide, wide_training, limits, len(texts)),
         model_kwargs={**kind.model_defaults, **model_kwargs},
         strategy=strategy,
@@ -586,7 +603,11 @@ def fit_text_classifier(
     validation = None
     if validation_texts is not None:
         validation = (preprocessor.inputs(validation_texts), encode(validation_labels))
-    settings = {"checkpoint": str(checkpoint.path)} if kind.fine_tune else {}
+    settings = (
+        {"checkpoint": str(checkpoint.path), "truncate": run.truncate}
+        if kind.fine_tune
+        else {}
+    )
     settings.update(kind.settings)
     settings.update(ngram_settings)
     if pretrain_epochs:

@@ -78,6 +78,9 @@ class TextFit:
     percentile: float = 95.0
     #: The `HFCheckpoint` of a pretrained kind, else None.
     checkpoint: object = None
+    #: What a document longer than a pretrained kind's sequence loses
+    #: (`BertPreprocessor`'s `truncate`).
+    truncate: str = "end"
     #: The wide part: False, or `NgramLinear` arguments (`_resolve_wide`).
     wide: object = False
     model_kwargs: dict = field(default_factory=dict)
@@ -190,6 +193,7 @@ def _pretrained_bert_preprocessor(fit: TextFit) -> TextPreprocessor:
         fit.texts,
         fit.sizes["sequence_length"] if fit.length_given else None,
         fit.percentile,
+        fit.truncate,
     )
     fit.sizes["sequence_length"] = tokenizer.sequence_length
     return BertTextPreprocessor(tokenizer)
@@ -313,10 +317,13 @@ def text_model_kind(model: str, checkpoint=None, pretrain_epochs: int = 0):
     return PRETRAINED_MODELS[model]
 
 
-def _checkpoint_preprocessor(checkpoint, texts, sequence_length, percentile):
-    """The checkpoint's `BertPreprocessor`; `sequence_length` (None) read off
-    `texts`: the `percentile` of their WordPiece pieces plus `[CLS]` and `[SEP]`,
-    at most `LIMIT_CAPS["bert_tokens"]` and the checkpoint's position count."""
+def _checkpoint_preprocessor(
+    checkpoint, texts, sequence_length, percentile, truncate="end"
+):
+    """The checkpoint's `BertPreprocessor` (cutting long texts as `truncate` says);
+    `sequence_length` (None) read off `texts`: the `percentile` of their WordPiece
+    pieces plus `[CLS]` and `[SEP]`, at most `LIMIT_CAPS["bert_tokens"]` and the
+    checkpoint's position count."""
     positions = checkpoint.backbone_settings()["max_sequence_length"]
     if sequence_length is not None:
         if sequence_length > positions:
@@ -325,7 +332,9 @@ def _checkpoint_preprocessor(checkpoint, texts, sequence_length, percentile):
                 f"positions ({checkpoint.config_file}). Received: "
                 f"sequence_length={sequence_length}"
             )
-        return BertPreprocessor.from_pretrained(checkpoint.path, sequence_length)
+        return BertPreprocessor.from_pretrained(
+            checkpoint.path, sequence_length, truncate=truncate
+        )
     preprocessor = BertPreprocessor.from_pretrained(checkpoint.path, positions)
     counts = np.concatenate(
         [
@@ -337,7 +346,7 @@ def _checkpoint_preprocessor(checkpoint, texts, sequence_length, percentile):
     )
     pieces = int(np.ceil(np.percentile(counts, percentile))) + 2
     length = max(3, min(pieces, LIMIT_CAPS["bert_tokens"], positions))
-    return BertPreprocessor(preprocessor.tokenizer, length)
+    return BertPreprocessor(preprocessor.tokenizer, length, truncate=truncate)
 
 
 def _pretrained_classifier(checkpoint, class_names, sequence_length, wide, kwargs):

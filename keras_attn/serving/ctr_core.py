@@ -103,6 +103,13 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     """
     if not _plain(model):
         return None
+    if any(
+        f.kind == "categorical" and f.hash_buckets is None and not f.vocabulary
+        for f in model.features
+    ):
+        # An empty vocabulary's lookup holds one placeholder, whose id is one past
+        # the field's range: the range mask stays.
+        trusted_ids = False
     embedding, mmoe = model.field_embedding, model.multitask
     sizes = list(embedding.vocabulary_sizes)
     fields, dim = len(sizes), embedding.embedding_dim

@@ -293,6 +293,23 @@ def _keep_first(ids, lengths):
     return tf.ragged.boolean_mask(ids, positions < lengths[:, tf.newaxis])
 
 
+def _keep_head_and_tail(ids, lengths):
+    """`lengths[i]` ids of each row of a ragged `(batch, tokens)`: its first
+    `lengths[i] // 4` and its last `lengths[i] - lengths[i] // 4` (all of a row that
+    fits)."""
+    head = lengths // 4
+    tail = lengths - head
+    positions = tf.ragged.range(ids.row_lengths())
+    # A row that fits keeps all: its tail starts at or before its head ends.
+    tail_start = ids.row_lengths() - tail
+    keep = (positions < head[:, tf.newaxis]) | (positions >= tail_start[:, tf.newaxis])
+    return tf.ragged.boolean_mask(ids, keep)
+
+
+#: How a segment longer than its share of the budget is cut (`pack_segments`).
+TRUNCATE = {"end": _keep_first, "middle": _keep_head_and_tail}
+
+
 def _filled(length, value):
     """A ragged `(batch, length[i])` of `value`, row lengths `length` (int64)."""
     return tf.RaggedTensor.from_row_lengths(
@@ -306,6 +323,7 @@ def pack_segments(
     cls_id: int,
     sep_id: int,
     truncation: str = "longest_first",
+    truncate: str = "end",
 ) -> dict:
     """`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated and padded with 0.
 
@@ -317,6 +335,11 @@ def pack_segments(
         sep_id: int. Id of `[SEP]`.
         truncation: str. "longest_first" (the longer segment loses tokens first;
             Hugging Face's default for pairs). Defaults to "longest_first".
+        truncate: str. Which tokens a segment longer than its share loses: "end"
+            (it keeps its first tokens; Hugging Face's default) or "middle" (it
+            keeps its first quarter and its last three quarters, the head + tail
+            of long documents of Sun et al., 2019, "How to Fine-Tune BERT for Text
+            Classification?"). Defaults to "end".
 
     Returns:
         `{"token_ids", "segment_ids"}`, int32 `(batch, sequence_length)`; segment 0
@@ -330,8 +353,16 @@ def pack_segments(
     >>> packed = pack_segments([a, b], 8, cls_id=1, sep_id=2)
     >>> packed["token_ids"].numpy().tolist(), packed["segment_ids"].numpy().tolist()
     ([[1, 5, 6, 7, 2, 9, 10, 2]], [[0, 0, 0, 0, 0, 1, 1, 1]])
+
+    A long segment cut in the middle (one of four kept tokens from its start):
+
+    >>> long = tf.ragged.constant([[3, 4, 5, 6, 7, 8, 9, 10, 11]])
+    >>> pack_segments([long], 6, cls_id=1, sep_id=2, truncate="middle")[
+    ...     "token_ids"].numpy().tolist()
+    [[1, 3, 9, 10, 11, 2]]
     """
     check_choice("truncation", truncation, ("longest_first",))
+    check_choice("truncate", truncate, TRUNCATE)
     segments = [tf.cast(s, tf.int32) for s in segments]
     if len(segments) not in (1, 2):
         raise ValueError(
@@ -350,7 +381,7 @@ def pack_segments(
         kept = [tf.minimum(lengths[0], budget)]
     else:
         kept = list(_longest_first(*lengths, tf.constant(budget, tf.int64)))
-    segments = [_keep_first(s, k) for s, k in zip(segments, kept)]
+    segments = [TRUNCATE[truncate](s, k) for s, k in zip(segments, kept)]
     one = tf.ones_like(lengths[0])
     pieces, types = [_filled(one, cls_id)], [_filled(one, 0)]
     for index, (segment, length) in enumerate(zip(segments, kept)):
