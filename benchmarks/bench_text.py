@@ -546,45 +546,37 @@ def select_wide_training(names, modes, verbose=0) -> str:
     return _select_on_inner_splits(names, "mode", variants, verbose)
 
 
-def select_truncate(names, values, verbose=0) -> str:
-    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults once per
-    `truncate` value, on the inner 80/20 split (seed 1) of each data set's fitting
-    part, scored on the inner 20 %: how `FINE_TUNING["truncate"]` was chosen. The
-    test part is not read."""
+#: The fine-tuning settings `--select-<option>` measures on inner splits: option
+#: -> (what a value is, its parser, the fit's keyword).
+FINE_TUNE_CHOICES = {
+    "truncate": (
+        "what a document longer than the sequence loses: 'end', or 'middle' (its "
+        "first quarter and last three quarters kept)",
+        str,
+        "truncate",
+    ),
+    "learning_rate": ("the peak learning rate", float, "learning_rate"),
+    "epochs": (
+        "the number of epochs (the linear decay reaching 0 at the last)",
+        int,
+        "epochs",
+    ),
+}
+
+
+def select_fine_tuning(names, option, values, verbose=0, extra=None) -> str:
+    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults (and
+    `extra`) once per value of `option` (a key of `FINE_TUNE_CHOICES`), on the
+    inner 80/20 split (seed 1) of each data set's fitting part, scored on its
+    inner 20 %: how `FINE_TUNING`'s settings were chosen. The test part is not
+    read."""
+    keyword = FINE_TUNE_CHOICES[option][2]
+    base = {"model": "bert", "checkpoint": CHECKPOINT, **(extra or {})}
     variants = [
-        (value, {"model": "bert", "checkpoint": CHECKPOINT, "truncate": value})
-        for value in values
+        (f"{v:g}" if isinstance(v, float) else str(v), {**base, keyword: v})
+        for v in values
     ]
-    return _select_on_inner_splits(names, "truncate", variants, verbose)
-
-
-def select_learning_rate(names, rates, verbose=0) -> str:
-    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults once per
-    peak learning rate, on the inner 80/20 split (seed 1) of each data set's
-    fitting part, scored on its inner 20 %: how `FINE_TUNING["learning_rate"]`
-    was chosen. The test part is not read."""
-    variants = [
-        (
-            f"{rate:g}",
-            {"model": "bert", "checkpoint": CHECKPOINT, "learning_rate": rate},
-        )
-        for rate in rates
-    ]
-    return _select_on_inner_splits(names, "learning rate", variants, verbose)
-
-
-def select_epochs(names, epochs, verbose=0, truncate=None) -> str:
-    """The checkpoint fine-tuned with `fit_text_classifier`'s defaults once per
-    number of epochs (the linear decay reaching 0 at the last), on the inner 80/20
-    split (seed 1) of each data set's fitting part, scored on its inner 20 %: how
-    `FINE_TUNING["epochs"]` was checked. The test part is not read. `truncate`:
-    passed to the fit (None: its default)."""
-    extra = {} if truncate is None else {"truncate": truncate}
-    variants = [
-        (str(n), {"model": "bert", "checkpoint": CHECKPOINT, "epochs": n, **extra})
-        for n in epochs
-    ]
-    return _select_on_inner_splits(names, "epochs", variants, verbose)
+    return _select_on_inner_splits(names, option.replace("_", " "), variants, verbose)
 
 
 def _select_on_inner_splits(names, column, variants, verbose=0) -> str:
@@ -751,13 +743,13 @@ on the 2 cores, helpers beside):
   256 of ~900 pieces, reached 0.727 on the carved part and the mix took the wide
   part alone: 0.859, -2.5 (-5.4 to +0.4). What a long document loses
   (`FINE_TUNING["truncate"]`) was then chosen on review_polarity's inner split
-  (bench_text_select_truncate, the test part unread): its middle (the first
-  quarter and the last three quarters of the 256 kept, the head + tail of Sun et
-  al., 2019) scored 0.867 against 0.844 for its end. The peak rate was measured on
-  ag_news's inner split (bench_text_select_learning_rate_ag_news): 2e-5, 5e-5 and
-  1e-4 scored 0.898, 0.898 and 0.899 (one document of 960 apart), so BERT's 5e-5
-  stays; the schedule's shape (warm-up 10 %, linear decay) and the 4 epochs were
-  not varied.
+  (bench_text_select_truncate_review_polarity, the test part unread): its middle
+  (the first quarter and the last three quarters of the 256 kept, the head + tail
+  of Sun et al., 2019) scored 0.867 against 0.844 for its end. The peak rate was
+  measured on ag_news's inner split (bench_text_select_learning_rate_ag_news):
+  2e-5, 5e-5 and 1e-4 scored 0.898, 0.898 and 0.899 (one document of 960 apart),
+  so BERT's 5e-5 stays; the schedule's shape (warm-up 10 %, linear decay) and the
+  4 epochs were not varied.
 - The checkpoint frozen (`--models tfidf,bert_frozen`, one data set per process,
   2026-12-05; AMD EPYC, 2 cores, load 4.6-5.4: other jobs beside it): its
   sentence-transformers embedding (the mean over real tokens, L2-normalized;
@@ -832,6 +824,41 @@ def body(runs) -> str:
     )
 
 
+def _fine_tune_selection(args, option) -> int:
+    """`--select-<option>`: `select_fine_tuning` on `--datasets`, printed and
+    written to RESULTS.md (section bench_text_select_<option>_<first data set>)."""
+    what, parse, _ = FINE_TUNE_CHOICES[option]
+    flag = f"--select-{option.replace('_', '-')}"
+    raw = getattr(args, f"select_{option}")
+    values = [parse(v.strip()) for v in raw.split(",")]
+    names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+    if not CHECKPOINT.is_dir():
+        print(f"skipped: the checkpoint {CHECKPOINT} is absent")
+        return 0
+    extra = {"truncate": args.truncate} if args.truncate else {}
+    text = select_fine_tuning(names, option, values, args.verbose, extra)
+    print(text)
+    if not args.no_write:
+        from benchmarks._results import write_section
+
+        write_section(
+            f"bench_text_select_{option}_{names[0]}",
+            "The shipped checkpoint fine-tuned with fit_text_classifier's defaults "
+            "(`FINE_TUNING`: AdamW, 10 % linear warm-up then linear decay, early "
+            "stopping on the carved part; the wide part's ensemble)"
+            + (f" and truncate={args.truncate!r}" if extra else "")
+            + f" once per value of {what}, fitted on an inner 80/20 split (seed 1) "
+            "of each data set's fitting part, scored on its inner 20 %; the test "
+            "part is not read. Wide / deep alone: each part of the ensemble on the "
+            "scored documents; carve: the validation accuracies on the "
+            "early-stopping part fit_text_classifier carved off; α, t: the mix "
+            "chosen on the carve.\n\n" + text,
+            f"python -m benchmarks.bench_text --datasets {args.datasets} {flag} {raw}"
+            + (f" --truncate {args.truncate}" if extra else ""),
+        )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(FILES))
@@ -863,29 +890,18 @@ def main(argv=None) -> int:
         metavar="ensemble,residual,joint,deep",
         help="fit_text_classifier per wide_training mode on an inner split",
     )
-    parser.add_argument(
-        "--select-truncate",
-        default="",
-        metavar="end,middle",
-        help="the checkpoint fine-tuned per `truncate` value on an inner split",
-    )
-    parser.add_argument(
-        "--select-learning-rate",
-        default="",
-        metavar="2e-5,5e-5,1e-4",
-        help="the checkpoint fine-tuned per peak learning rate on an inner split",
-    )
-    parser.add_argument(
-        "--select-epochs",
-        default="",
-        metavar="4,6",
-        help="the checkpoint fine-tuned per number of epochs on an inner split",
-    )
+    for option, (what, _, _) in FINE_TUNE_CHOICES.items():
+        parser.add_argument(
+            f"--select-{option.replace('_', '-')}",
+            default="",
+            metavar="V1,V2,...",
+            help=f"the checkpoint fine-tuned per value of {what}, on an inner split",
+        )
     parser.add_argument(
         "--truncate",
         default=None,
         choices=("end", "middle"),
-        help="with --select-epochs: what long documents lose (default: the fit's)",
+        help="with --select-...: what long documents lose (default: the fit's)",
     )
     parser.add_argument("--patience", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=10)
@@ -935,82 +951,9 @@ def main(argv=None) -> int:
                 f"{args.datasets} --select-wide-training {args.select_wide_training}",
             )
         return 0
-    if args.select_epochs:
-        counts = [int(v) for v in args.select_epochs.split(",")]
-        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
-        if not CHECKPOINT.is_dir():
-            print(f"skipped: the checkpoint {CHECKPOINT} is absent")
-            return 0
-        text = select_epochs(names, counts, args.verbose, args.truncate)
-        print(text)
-        if not args.no_write:
-            from benchmarks._results import write_section
-
-            write_section(
-                f"bench_text_select_epochs_{names[0]}",
-                "The shipped checkpoint fine-tuned with fit_text_classifier's "
-                "defaults (`FINE_TUNING`: AdamW 5e-5, 10 % linear warm-up, then "
-                "linear decay to 0 at the last epoch, early stopping on the carved "
-                "part; the wide part's ensemble) once per number of epochs, fitted "
-                "on an inner 80/20 split (seed 1) of each data set's fitting part, "
-                "scored on its inner 20 %; the test part is not read. Columns as "
-                "bench_text_select_truncate.\n\n" + text,
-                "python -m benchmarks.bench_text --datasets "
-                f"{args.datasets} --select-epochs {args.select_epochs}"
-                + (f" --truncate {args.truncate}" if args.truncate else ""),
-            )
-        return 0
-    if args.select_learning_rate:
-        rates = [float(v) for v in args.select_learning_rate.split(",")]
-        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
-        if not CHECKPOINT.is_dir():
-            print(f"skipped: the checkpoint {CHECKPOINT} is absent")
-            return 0
-        text = select_learning_rate(names, rates, args.verbose)
-        print(text)
-        if not args.no_write:
-            from benchmarks._results import write_section
-
-            write_section(
-                f"bench_text_select_learning_rate_{names[0]}",
-                "The shipped checkpoint fine-tuned with fit_text_classifier's "
-                "defaults (`FINE_TUNING`: AdamW, 10 % linear warm-up then linear "
-                "decay, at most 4 epochs with early stopping on the carved part; "
-                "the wide part's ensemble) once per peak learning rate, fitted on "
-                "an inner 80/20 split (seed 1) of each data set's fitting part, "
-                "scored on its inner 20 %; the test part is not read. Columns as "
-                "bench_text_select_truncate.\n\n" + text,
-                "python -m benchmarks.bench_text --datasets "
-                f"{args.datasets} --select-learning-rate {args.select_learning_rate}",
-            )
-        return 0
-    if args.select_truncate:
-        values = [v.strip() for v in args.select_truncate.split(",")]
-        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
-        if not CHECKPOINT.is_dir():
-            print(f"skipped: the checkpoint {CHECKPOINT} is absent")
-            return 0
-        text = select_truncate(names, values, args.verbose)
-        print(text)
-        if not args.no_write:
-            from benchmarks._results import write_section
-
-            write_section(
-                "bench_text_select_truncate",
-                "The shipped checkpoint fine-tuned with fit_text_classifier's "
-                "defaults (`FINE_TUNING`, the wide part's ensemble) once per "
-                "`truncate` (what a document longer than the sequence loses: "
-                "'end', or 'middle': its first quarter and last three quarters "
-                "kept), fitted on an inner 80/20 split (seed 1) of each data set's "
-                "fitting part, scored on its inner 20 %; the test part is not "
-                "read. Wide / deep alone: each part of the ensemble on the scored "
-                "documents; carve: the validation accuracies on the early-stopping "
-                "part fit_text_classifier carved off; α, t: the mix chosen on the "
-                "carve.\n\n" + text,
-                "python -m benchmarks.bench_text --datasets "
-                f"{args.datasets} --select-truncate {args.select_truncate}",
-            )
-        return 0
+    for option in FINE_TUNE_CHOICES:
+        if getattr(args, f"select_{option}"):
+            return _fine_tune_selection(args, option)
     if args.value_transforms:
         transforms = [t.strip() for t in args.value_transforms.split(",")]
         known = ("none", "linear", "nonlinear")

@@ -36,12 +36,13 @@ __all__ = ["FINE_TUNING"]
 #: transformers runs with AdamW and 2-6 epochs reached 0.907-0.921 on AG News and
 #: 0.850-0.870 on review_polarity (issue 27). Measured on inner splits of
 #: bench_text's fitting parts (the test parts unread; benchmarks/RESULTS.md,
-#: bench_text_select_truncate and bench_text_select_learning_rate_ag_news): on
-#: review_polarity, whose reviews run to ~900 pieces for 256 read, "middle" scored
-#: 0.867 against 0.844 for "end" (the encoder alone 0.789; with "end" it reached
-#: 0.725 on the carved part, and the mix kept the wide part alone); on ag_news the
-#: peak rates 2e-5, 5e-5 and 1e-4 scored 0.898, 0.898 and 0.899 (one document of
-#: 960 apart), so the rate stays BERT's 5e-5.
+#: bench_text_select_truncate_review_polarity and
+#: bench_text_select_learning_rate_ag_news): on review_polarity, whose reviews
+#: run to ~900 pieces for 256 read, "middle" scored 0.867 against 0.844 for "end"
+#: (the encoder alone 0.789; with "end" it reached 0.725 on the carved part, and
+#: the mix kept the wide part alone); on ag_news the peak rates 2e-5, 5e-5 and
+#: 1e-4 scored 0.898, 0.898 and 0.899 (one document of 960 apart), so the rate
+#: stays BERT's 5e-5.
 FINE_TUNING = {
     "epochs": 4,
     "learning_rate": 5e-5,
