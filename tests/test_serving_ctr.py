@@ -223,18 +223,22 @@ def test_export_folds_the_core_weights_into_constants(
         np.testing.assert_allclose(explain[name].numpy(), value, atol=1e-6)
 
 
+def _history_specs():
+    """A DIN-style model's features: an item, a user and a history of items."""
+    return [
+        CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
+        CategoricalFeature("user", vocabulary=["u1", "u2"]),
+        SequenceFeature("history", shares="item", max_len=3),
+    ]
+
+
 @pytest.mark.generation_specific
 def test_folded_export_of_a_model_with_a_behaviour_history(tmp_path):
     # The core's inputs are the encoded dict's keys (`history_mask`), not the
     # names of the layers that make them (`history_split`, SequenceSplit's second
     # output): under tf_keras the folded export failed with "Missing data for
     # input history_mask" (issue 31).
-    specs = [
-        CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
-        CategoricalFeature("user", vocabulary=["u1", "u2"]),
-        SequenceFeature("history", shares="item", max_len=3),
-    ]
-    model = tiny_din(specs)
+    model = tiny_din(_history_specs())
     rows = {
         "item": tf.constant(["i1", "i2", "nope", "i3"]),
         "user": tf.constant(["u1", "u2", "u1", "u2"]),
@@ -392,12 +396,7 @@ def test_encoded_signature_takes_what_the_preprocessing_makes(tmp_path):
 
 @pytest.mark.generation_specific
 def test_encoded_signature_of_a_model_with_a_behaviour_history(tmp_path):
-    specs = [
-        CategoricalFeature("item", vocabulary=["i1", "i2", "i3"]),
-        CategoricalFeature("user", vocabulary=["u1", "u2"]),
-        SequenceFeature("history", shares="item", max_len=3),
-    ]
-    model = tiny_din(specs)
+    model = tiny_din(_history_specs())
     rows = {
         "item": tf.constant(["i1", "i2", "nope"]),
         "user": tf.constant(["u1", "u2", "u1"]),
