@@ -258,12 +258,18 @@ def masked_softmax(scores: tf.Tensor, mask: tf.Tensor | None = None, axis: int =
 
 
 def write_saved_model(
-    model, filepath: str, endpoints: dict, input_signature, input_signatures=None
+    model,
+    filepath: str,
+    endpoints: dict,
+    input_signature,
+    input_signatures=None,
+    resources=(),
 ) -> None:
     """Writes a SavedModel of `model`'s variables and lookup tables with one signature
     per `endpoints` item (name -> function of the inputs), through the generation's
     `ExportArchive`; each signed with `input_signature`, or with its own from the
-    dict `input_signatures` (name -> signature).
+    dict `input_signatures` (name -> signature). `resources`: trackables the
+    endpoints use besides the model's (e.g. a `tf.Module` holding a lookup table).
 
     Both generations track the model's variables and resources without the Keras
     objects themselves: `tf.saved_model.save(model)` under tf_keras also serialized
@@ -272,6 +278,8 @@ def write_saved_model(
     """
     archive = keras.export.ExportArchive()
     archive.track(model)
+    for resource in resources:
+        archive.track(resource)
     for name, fn in endpoints.items():
         signature = (input_signatures or {}).get(name, input_signature)
         archive.add_endpoint(name, fn, input_signature=signature)

@@ -450,3 +450,104 @@ def test_folded_core_keeps_the_range_mask_for_an_empty_vocabulary(tmp_path):
     served = tf.saved_model.load(str(path)).signatures["serving_default"](**rows)
     for name, value in model(rows).items():
         np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
+
+
+def _mixed_lookup_model():
+    """A tiny MMoE model whose categorical fields take every kind of lookup, those
+    with one OOV id (fused in the export) between the others."""
+    from keras_attn.backend import keras
+    from keras_attn.features import NumericFeature
+
+    specs = [
+        CategoricalFeature("city", vocabulary=["a", "b", "c", ""]),
+        CategoricalFeature("slot", vocabulary=[1, 2, 3], dtype="int64"),
+        CategoricalFeature("device", vocabulary=["ios", "android", "a"]),
+        CategoricalFeature("page", vocabulary=["home", "cart"], num_oov_buckets=3),
+        CategoricalFeature("query", hash_buckets=7),
+        CategoricalFeature("region", vocabulary=["north", "south"]),
+        NumericFeature("price", mean=3.0, std=2.0),
+    ]
+    model = build_ctr_model(
+        specs,
+        ["click", "buy"],
+        embedding_dim=4,
+        num_experts=2,
+        expert_units=(4,),
+        tower_units=(),
+        shared_table=True,
+        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
+    )
+    rows = {
+        # Known values, unseen ones, the empty string, a value of another field.
+        "city": tf.constant(["a", "c", "", "zz", "ios", "b"]),
+        "slot": tf.constant([1, 3, 9, 2, 1, 2], tf.int64),
+        "device": tf.constant(["ios", "a", "android", "b", "", "nope"]),
+        "page": tf.constant(["home", "x", "cart", "y", "home", "z"]),
+        "query": tf.constant(["q1", "q2", "q3", "q4", "q5", "q6"]),
+        "region": tf.constant(["north", "south", "east", "north", "", "south"]),
+        "price": tf.constant([1.0, 5.0, np.nan, 2.0, 3.0, 4.0]),
+    }
+    return model, rows
+
+
+@pytest.mark.generation_specific
+def test_export_looks_up_the_string_fields_in_one_table(tmp_path):
+    # The export's string and integer fields with one OOV id go through one int64
+    # table (keras_attn.serving.ctr_lookups, issue 31): the ids of the model's own
+    # lookups, in the fields' order, for unseen values and the empty string too;
+    # the other fields keep their layers.
+    from keras_attn.models.ctr import split_ctr_model
+    from keras_attn.serving.ctr_lookups import fused_ctr_preprocessing
+
+    model, rows = _mixed_lookup_model()
+    preprocessor = split_ctr_model(model)[0]
+    encode, _ = fused_ctr_preprocessing(model)
+    expected, got = preprocessor(rows), encode(rows)
+    assert sorted(got) == sorted(expected)
+    for key, value in expected.items():
+        assert got[key].dtype == value.dtype, key
+        np.testing.assert_array_equal(got[key].numpy(), value.numpy(), err_msg=key)
+    ids = got["categorical_ids"].numpy()
+    assert ids[3, 0] == 0 and ids[2, 0] == 4  # "zz" unseen, "" the 4th value
+    path = export(model, tmp_path / "m")
+    ops = _request_ops(path)
+    # One find for city, slot, device and region, one for page; a fingerprint for
+    # each of the three strings, one for page's OOV buckets, one for query's hash.
+    assert ops["LookupTableFindV2"] == 2 and ops["StringToHashBucketFast"] == 5, ops
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](**rows)
+    for name, value in model(rows).items():
+        np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
+
+
+def test_colliding_fingerprints_keep_the_fields_own_lookups(monkeypatch):
+    # Zero salts make a value shared by two fields one key twice: the fused table
+    # refuses it, and the preprocessing falls back to the layers.
+    from keras_attn.serving import ctr_lookups
+
+    monkeypatch.setattr(ctr_lookups, "_salts", lambda n: np.zeros(n, np.int64))
+    with pytest.raises(ValueError, match="collide"):
+        ctr_lookups.FusedLookup([[b"a", b"b"], [b"x", b"a"]], ["string"] * 2)
+    model, _ = _mixed_lookup_model()  # "a" is a city and a device
+    assert ctr_lookups.fused_ctr_preprocessing(model) is None
+
+
+@pytest.mark.parametrize("limit", [0, None])
+def test_folded_core_with_or_without_the_table_product(limit, monkeypatch):
+    # The folded core multiplies the embedding table by the first layer ahead of
+    # time; past PRODUCT_LIMIT it gathers and multiplies per request. Both give the
+    # model's outputs, for ids out of range too (a zero vector).
+    from keras_attn.models.ctr import split_ctr_model
+    from keras_attn.serving import ctr_core
+
+    if limit is not None:
+        monkeypatch.setattr(ctr_core, "PRODUCT_LIMIT", limit)
+    model, rows = _mixed_lookup_model()
+    preprocessor, core = split_ctr_model(model)
+    encoded = dict(preprocessor(rows))
+    ids = encoded["categorical_ids"].numpy()
+    ids[0, 0], ids[2, -1], ids[4, 3] = 10_000, -3, ids[4, 3] + 1000
+    encoded["categorical_ids"] = tf.constant(ids)
+    for trusted, batch in ((True, dict(preprocessor(rows))), (False, encoded)):
+        served = ctr_core.folded_ctr_core(model, trusted_ids=trusted)(batch)
+        for name, value in core(batch).items():
+            np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)

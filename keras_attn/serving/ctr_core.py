@@ -9,10 +9,16 @@ field's embedding is its value times a learned vector, so its `dim` columns of t
 product fold into one row of `W` (`x * v @ W_rows = x * (v @ W_rows)`), and the
 expert and gate kernels read `fields * dim + numbers` columns instead of
 `(fields + numbers) * dim + numbers`: at census sizes 263 instead of 319, the width
-of DeepCTR's MMoE on the same fields. The request then runs one gather from one
-table (every field's rows), a concat and the matmuls, with no numeric-embedding
-product, no second concat, and, for ids that the export's own lookups produced
-(always in range), no range mask.
+of DeepCTR's MMoE on the same fields. Each field's rows are then multiplied by their
+rows of that first layer ahead of time (`row @ W_field`: a table of the first
+layer's outputs, experts' and softmax gates' columns side by side), so the request
+runs one sparse segment sum over that table (each example's fields' rows summed,
+never a `(batch, fields, columns)` tensor) and one matmul for the numbers, with no
+numeric-embedding product and no concat. An id outside its field's range (from the
+`encoded` signature) reads a zero row appended to the table: the model's zero
+vector. At census sizes and batch 512 this took the request's first layer from a
+gather of 16,384 rows and four matmuls to two ops (bench_serving, RESULTS.md). A
+table whose product would exceed `PRODUCT_LIMIT` keeps the gather and matmuls.
 
 `folded_ctr_core(model)` builds that function, with the model's weights as NumPy
 constants (the towers and heads are called as they are); `None` for a model of
@@ -27,7 +33,12 @@ from keras_attn.backend import tf
 from keras_attn.layers.mmoe import _FUSED_FIRST_LAYER, _LINEAR_SCORES, MMoE
 from keras_attn.models.ctr import CTRModel
 
-__all__ = ["folded_ctr_core"]
+__all__ = ["PRODUCT_LIMIT", "folded_ctr_core"]
+
+# The embedding table times the first layer, `(rows + 1, columns)` float32, is
+# built up to this many bytes (census: 512 rows x 136 columns, 0.3 MB); a larger
+# one (millions of ids) keeps the table and multiplies per request.
+PRODUCT_LIMIT = 64 * 2**20
 
 
 def _exp_normalize(logits, axis):
@@ -90,6 +101,30 @@ def _first_layer(model):
     return w[:, :cut], (w[:, cut:] if mmoe.gate == "softmax" else None)
 
 
+def _columns(expert_kernel, gate_kernel):
+    """The first layer's kernels side by side: `(in, experts * units [+ tasks *
+    experts])`."""
+    if gate_kernel is None:
+        return expert_kernel
+    return np.concatenate([expert_kernel, gate_kernel], axis=1)
+
+
+def _table_product(table, sizes, dim, expert_kernel, gate_kernel):
+    """`(rows + 1, columns)` float32: each field's embedding rows times that field's
+    rows of the first layer, then a zero row (what an out-of-range id reads); None
+    past `PRODUCT_LIMIT`."""
+    kernel = _columns(expert_kernel, gate_kernel)
+    if (len(table) + 1) * kernel.shape[1] * 4 > PRODUCT_LIMIT:
+        return None
+    parts, start = [], 0
+    for field, size in enumerate(sizes):
+        rows = np.asarray(table[start : start + size], np.float64)
+        parts.append(rows @ kernel[field * dim : (field + 1) * dim].astype(np.float64))
+        start += size
+    parts.append(np.zeros((1, kernel.shape[1])))
+    return np.concatenate(parts).astype(np.float32)
+
+
 def folded_ctr_core(model, trusted_ids: bool = True):
     """`encoded dict -> outputs dict` for `model`'s core with the fold above, or
     None when `model` is not a plain CTR model of an MMoE.
@@ -97,7 +132,7 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     Args:
         model: a `CTRModel`.
         trusted_ids: bool. The ids come from the model's own lookups, so lie in
-            range: no range mask. False keeps the model's rule (an id outside its
+            range: no range check. False keeps the model's rule (an id outside its
             field's range reads a zero vector), for ids from outside. Defaults to
             True.
     """
@@ -121,23 +156,52 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         (np.asarray(k, np.float32), np.asarray(b, np.float32))
         for k, b in mmoe.expert_layers[1:]
     ]
-    table = offsets = None
+    table = offsets = product = None
     if fields:
         table = np.concatenate([np.asarray(t, np.float32) for t in embedding.tables])
         offsets = np.asarray(embedding._offsets, np.int64)
+        product = _table_product(table, sizes, dim, expert_kernel, gate_kernel)
     tasks = list(mmoe.tasks)
     activation = mmoe._activation_fn
+    # The numbers' rows of the first layer, and where its gate columns start.
+    number_rows = _columns(expert_kernel, gate_kernel)[fields * dim :]
+    cut = experts * units
 
     def project(parts, kernel):
         # (batch, columns): one matmul per part, the parts never concatenated.
-        cut = fields * dim
+        id_rows = fields * dim
         out = None
         for part, rows in parts:
-            term = tf.matmul(part, kernel[:cut] if rows == "ids" else kernel[cut:])
+            term = tf.matmul(
+                part, kernel[:id_rows] if rows == "ids" else kernel[id_rows:]
+            )
             out = term if out is None else out + term
         return out
 
-    def core(encoded):
+    def first_layer(encoded):
+        # (batch, experts * units + gate columns): the first layer's product
+        # before its bias, from the product table's rows summed per example.
+        ids = encoded["categorical_ids"]  # (batch, fields)
+        if not ids.dtype.is_integer:
+            ids = tf.floor(ids)
+        ids = tf.cast(ids, tf.int64)
+        rows = ids + offsets
+        if not trusted_ids:
+            in_range = (ids >= 0) & (ids < tf.constant(sizes, tf.int64))
+            zero_row = tf.constant(len(table), tf.int64)  # the product's last row
+            rows = tf.where(in_range, rows, zero_row)
+        batch = tf.shape(ids, out_type=tf.int64)[0]
+        # Example i owns entries [i * fields, (i + 1) * fields) of the flat rows.
+        examples = tf.repeat(tf.range(batch), fields)
+        out = tf.sparse.segment_sum(
+            product, tf.reshape(rows, [-1]), examples, num_segments=batch
+        )
+        if numbers:
+            numeric = tf.cast(encoded["numeric_preprocessing"], tf.float32)
+            out += tf.matmul(numeric, number_rows)
+        return out
+
+    def unfolded(encoded):
         parts = []
         if fields:
             ids = encoded["categorical_ids"]  # (batch, fields)
@@ -156,7 +220,13 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         if numbers:
             numeric = tf.cast(encoded["numeric_preprocessing"], tf.float32)
             parts.append((numeric, "numbers"))
-        hidden = tf.reshape(project(parts, expert_kernel), [-1, experts, units])
+        gate_logits = None if gate_kernel is None else project(parts, gate_kernel)
+        return rest(project(parts, expert_kernel), gate_logits)
+
+    def rest(expert_columns, gate_logits):
+        # expert_columns: (batch, experts * units) before the bias; gate_logits:
+        # (batch, tasks * experts) of softmax gates, None for the attention gate.
+        hidden = tf.reshape(expert_columns, [-1, experts, units])
         hidden = activation(hidden + expert_bias)  # (batch, experts, units)
         if deeper:
             columns = tf.unstack(hidden, num=experts, axis=1)
@@ -166,8 +236,8 @@ def folded_ctr_core(model, trusted_ids: bool = True):
                     for h, k, b in zip(columns, kernel, bias)
                 ]
             hidden = tf.stack(columns, axis=1)
-        if gate_kernel is not None:
-            logits = tf.reshape(project(parts, gate_kernel), [-1, len(tasks), experts])
+        if gate_logits is not None:
+            logits = tf.reshape(gate_logits, [-1, len(tasks), experts])
             gates = _exp_normalize(logits, axis=2)  # (batch, tasks, experts)
             by_task = [gates[:, t] for t in range(len(tasks))]
         else:
@@ -183,5 +253,13 @@ def folded_ctr_core(model, trusted_ids: bool = True):
                 h = tower(h, training=False)
             outputs[task] = model.heads[task](h)
         return outputs
+
+    if product is None:
+        return unfolded
+
+    def core(encoded):
+        columns = first_layer(encoded)
+        gate_logits = columns[:, cut:] if gate_kernel is not None else None
+        return rest(columns[:, :cut], gate_logits)
 
     return core

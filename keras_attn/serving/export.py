@@ -32,6 +32,7 @@ from keras_attn.models.ctr import CTRModel, split_ctr_model
 from keras_attn.models.text import build_text_serving_model
 from keras_attn.models.text_classifier import TextClassifier
 from keras_attn.serving.ctr_core import folded_ctr_core
+from keras_attn.serving.ctr_lookups import fused_ctr_preprocessing
 from keras_attn.serving.explain import ctr_explain_fn, text_explain_fn
 from keras_attn.serving.requests import to_arrays
 from keras_attn.serving.warmup import write_warmup
@@ -173,15 +174,21 @@ def _ctr_core(model, trusted_ids=True):
 
 
 def _serving_call(model):
-    """`inputs -> outputs` of `model` as the export serves it: a `CTRModel` runs
-    its preprocessing (lookup tables, standardization), then its core as
-    `_ctr_core` serves it; other models `model(inputs)`. The SavedModel keeps the
-    variables too, for its other signatures."""
+    """`(inputs -> outputs, resources)` of `model` as the export serves it: a
+    `CTRModel` runs its preprocessing (lookup tables, standardization; its string
+    fields by one lookup, `keras_attn.serving.ctr_lookups`), then its core as
+    `_ctr_core` serves it; other models `model(inputs)`. `resources`: what the
+    SavedModel must hold besides the model (the fused lookup's table). The
+    SavedModel keeps the variables too, for its other signatures."""
     if not isinstance(model, CTRModel):
-        return lambda inputs: model(inputs, training=False)
-    preprocessor = split_ctr_model(model)[0]
+        return (lambda inputs: model(inputs, training=False)), []
     core = _ctr_core(model)[0]
-    return lambda inputs: core(preprocessor(inputs, training=False))
+    fused = fused_ctr_preprocessing(model)
+    if fused is not None:
+        encode, table = fused
+        return (lambda inputs: core(encode(inputs))), [table]
+    preprocessor = split_ctr_model(model)[0]
+    return (lambda inputs: core(preprocessor(inputs, training=False))), []
 
 
 def export(
@@ -261,7 +268,7 @@ def export(
         for n, t in zip(names, model.inputs)
     }
 
-    call = _serving_call(model)
+    call, resources = _serving_call(model)
 
     def serve(inputs):
         return _outputs_dict(model, call(_same_batch(inputs)))
@@ -311,7 +318,9 @@ def export(
     tmp = new_temp_folder(base)
     try:
         out = tmp / "model"
-        write_saved_model(model, str(out), endpoints, [signature], signatures)
+        write_saved_model(
+            model, str(out), endpoints, [signature], signatures, resources
+        )
         if features is not None:
             extra = out / "assets.extra"
             extra.mkdir(exist_ok=True)
