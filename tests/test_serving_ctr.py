@@ -531,16 +531,19 @@ def test_colliding_fingerprints_keep_the_fields_own_lookups(monkeypatch):
     assert ctr_lookups.fused_ctr_preprocessing(model) is None
 
 
-@pytest.mark.parametrize("limit", [0, None])
-def test_folded_core_with_or_without_the_table_product(limit, monkeypatch):
+@pytest.mark.parametrize("table", ["paired", "per_field", "gathered"])
+def test_folded_core_with_or_without_the_table_product(table, monkeypatch):
     # The folded core multiplies the embedding table by the first layer ahead of
-    # time; past PRODUCT_LIMIT it gathers and multiplies per request. Both give the
-    # model's outputs, for ids out of range too (a zero vector).
+    # time, neighbouring fields' rows summed into a table per pair; without pairs
+    # past PAIR_ROWS, and past PRODUCT_LIMIT it gathers and multiplies per request.
+    # Each gives the model's outputs, for ids out of range too (a zero vector).
     from keras_attn.models.ctr import split_ctr_model
     from keras_attn.serving import ctr_core
 
-    if limit is not None:
-        monkeypatch.setattr(ctr_core, "PRODUCT_LIMIT", limit)
+    if table == "per_field":
+        monkeypatch.setattr(ctr_core, "PAIR_ROWS", 0)
+    if table == "gathered":
+        monkeypatch.setattr(ctr_core, "PRODUCT_LIMIT", 0)
     model, rows = _mixed_lookup_model()
     preprocessor, core = split_ctr_model(model)
     encoded = dict(preprocessor(rows))

@@ -11,14 +11,16 @@ expert and gate kernels read `fields * dim + numbers` columns instead of
 `(fields + numbers) * dim + numbers`: at census sizes 263 instead of 319, the width
 of DeepCTR's MMoE on the same fields. Each field's rows are then multiplied by their
 rows of that first layer ahead of time (`row @ W_field`: a table of the first
-layer's outputs, experts' and softmax gates' columns side by side), so the request
-runs one sparse segment sum over that table (each example's fields' rows summed,
-never a `(batch, fields, columns)` tensor) and one matmul for the numbers, with no
-numeric-embedding product and no concat. An id outside its field's range (from the
-`encoded` signature) reads a zero row appended to the table: the model's zero
-vector. At census sizes and batch 512 this took the request's first layer from a
-gather of 16,384 rows and four matmuls to two ops (bench_serving, RESULTS.md). A
-table whose product would exceed `PRODUCT_LIMIT` keeps the gather and matmuls.
+layer's outputs, experts' and softmax gates' columns side by side), and two
+neighbouring fields of small vocabularies share a table of their rows' sums (a
+row per pair of values), so the request runs one sparse segment sum over that
+table (each example's pairs' rows summed, never a `(batch, fields, columns)`
+tensor) and one matmul for the numbers, with no numeric-embedding product and no
+concat. An id outside its field's range (from the `encoded` signature, or an empty
+vocabulary's placeholder) reads the field's zero row: the model's zero vector. At
+census sizes and batch 512 the request's first layer went from a gather of 16,384
+rows and four matmuls to a sum of 8,192 rows and one matmul (bench_serving,
+RESULTS.md). A table past `PRODUCT_LIMIT` keeps the gather and matmuls.
 
 `folded_ctr_core(model)` builds that function, with the model's weights as NumPy
 constants (the towers and heads are called as they are); `None` for a model of
@@ -33,12 +35,15 @@ from keras_attn.backend import tf
 from keras_attn.layers.mmoe import _FUSED_FIRST_LAYER, _LINEAR_SCORES, MMoE
 from keras_attn.models.ctr import CTRModel
 
-__all__ = ["PRODUCT_LIMIT", "folded_ctr_core"]
+__all__ = ["PAIR_ROWS", "PRODUCT_LIMIT", "folded_ctr_core"]
 
-# The embedding table times the first layer, `(rows + 1, columns)` float32, is
-# built up to this many bytes (census: 512 rows x 136 columns, 0.3 MB); a larger
-# one (millions of ids) keeps the table and multiplies per request.
+# The embedding table times the first layer, `(rows, columns)` float32, is built
+# up to this many bytes (census: 5,193 rows of pairs x 136 columns, 2.8 MB); a
+# larger one (millions of ids) keeps the table and multiplies per request.
 PRODUCT_LIMIT = 64 * 2**20
+# Two neighbouring fields share a table of their rows' sums when each pair of the
+# model has at most this many (census: at most 1,980).
+PAIR_ROWS = 4096
 
 
 def _exp_normalize(logits, axis):
@@ -109,20 +114,45 @@ def _columns(expert_kernel, gate_kernel):
     return np.concatenate([expert_kernel, gate_kernel], axis=1)
 
 
-def _table_product(table, sizes, dim, expert_kernel, gate_kernel):
-    """`(rows + 1, columns)` float32: each field's embedding rows times that field's
-    rows of the first layer, then a zero row (what an out-of-range id reads); None
-    past `PRODUCT_LIMIT`."""
-    kernel = _columns(expert_kernel, gate_kernel)
-    if (len(table) + 1) * kernel.shape[1] * 4 > PRODUCT_LIMIT:
-        return None
+def _product_table(table, sizes, dim, kernel):
+    """The embedding table times the first layer, as the request reads it.
+
+    Field `f`'s `sizes[f]` rows times its `dim` rows of `kernel`, then a zero row
+    (id `sizes[f]`: what an id outside the field reads). Fields `2i` and `2i + 1`
+    share a table of their rows' sums, `(e_a * e_b, columns)` for extents
+    `e = size + 1`, when every such pair has at most `PAIR_ROWS` rows (an odd last
+    field is paired with a one-row field of zeros): a request then sums half as
+    many rows.
+
+    Returns:
+        `(product, strides, offsets)`, or None past `PRODUCT_LIMIT`: `product`
+        `(rows, columns)` float32; `strides` `(fields [+ 1],)` int64 and
+        `offsets` `(groups,)` int64, where group `g`'s row for ids `(a, b)` is
+        `offsets[g] + a * strides[2g] + b` (`offsets[f] + id` unpaired).
+    """
+    columns = kernel.shape[1]
     parts, start = [], 0
     for field, size in enumerate(sizes):
         rows = np.asarray(table[start : start + size], np.float64)
-        parts.append(rows @ kernel[field * dim : (field + 1) * dim].astype(np.float64))
+        rows = rows @ np.asarray(kernel[field * dim : (field + 1) * dim], np.float64)
+        parts.append(np.concatenate([rows, np.zeros((1, columns))]))  # (size + 1, c)
         start += size
-    parts.append(np.zeros((1, kernel.shape[1])))
-    return np.concatenate(parts).astype(np.float32)
+    if len(parts) % 2:
+        parts.append(np.zeros((1, columns)))  # a one-row field of zeros
+    pairs = [(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
+    if len(sizes) > 1 and all(len(a) * len(b) <= PAIR_ROWS for a, b in pairs):
+        # Row a * e_b + b of a pair's table: field a's row a plus field b's row b.
+        groups = [(a[:, None] + b[None, :]).reshape(-1, columns) for a, b in pairs]
+        strides = [n for a, b in pairs for n in (len(b), 1)]
+    else:
+        groups = parts[: len(sizes)]
+        strides = [1] * len(sizes)
+    rows = sum(len(g) for g in groups)
+    if rows * columns * 4 > PRODUCT_LIMIT:
+        return None
+    offsets = np.cumsum([0] + [len(g) for g in groups[:-1]])
+    product = np.concatenate(groups).astype(np.float32)
+    return product, np.asarray(strides, np.int64), offsets.astype(np.int64)
 
 
 def folded_ctr_core(model, trusted_ids: bool = True):
@@ -132,19 +162,17 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     Args:
         model: a `CTRModel`.
         trusted_ids: bool. The ids come from the model's own lookups, so lie in
-            range: no range check. False keeps the model's rule (an id outside its
-            field's range reads a zero vector), for ids from outside. Defaults to
-            True.
+            range (or are an empty vocabulary's placeholder, one past it, which
+            reads the zero row): no range check. False keeps the model's rule (an
+            id outside its field's range reads a zero vector), for ids from
+            outside. Defaults to True.
     """
     if not _plain(model):
         return None
-    if any(
+    empty = any(
         f.kind == "categorical" and f.hash_buckets is None and not f.vocabulary
         for f in model.features
-    ):
-        # An empty vocabulary's lookup holds one placeholder, whose id is one past
-        # the field's range: the range mask stays.
-        trusted_ids = False
+    )
     embedding, mmoe = model.field_embedding, model.multitask
     sizes = list(embedding.vocabulary_sizes)
     fields, dim = len(sizes), embedding.embedding_dim
@@ -160,7 +188,8 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     if fields:
         table = np.concatenate([np.asarray(t, np.float32) for t in embedding.tables])
         offsets = np.asarray(embedding._offsets, np.int64)
-        product = _table_product(table, sizes, dim, expert_kernel, gate_kernel)
+        kernel = _columns(expert_kernel, gate_kernel)
+        product = _product_table(table, sizes, dim, kernel)
     tasks = list(mmoe.tasks)
     activation = mmoe._activation_fn
     # The numbers' rows of the first layer, and where its gate columns start.
@@ -185,14 +214,19 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         if not ids.dtype.is_integer:
             ids = tf.floor(ids)
         ids = tf.cast(ids, tf.int64)
-        rows = ids + offsets
         if not trusted_ids:
-            in_range = (ids >= 0) & (ids < tf.constant(sizes, tf.int64))
-            zero_row = tf.constant(len(table), tf.int64)  # the product's last row
-            rows = tf.where(in_range, rows, zero_row)
+            # An id outside its field reads the field's zero row (id `size`).
+            limit = tf.constant(sizes, tf.int64)
+            ids = tf.where((ids >= 0) & (ids < limit), ids, limit)
+        if len(strides) > fields:
+            ids = tf.pad(ids, [[0, 0], [0, 1]])  # the one-row field of zeros
+        if len(group_rows) < len(strides):
+            # (batch, pairs): a * e_b + b per pair of neighbouring fields.
+            ids = tf.reduce_sum(tf.reshape(ids * strides, [-1, len(group_rows), 2]), 2)
+        rows = ids + group_rows  # (batch, groups)
         batch = tf.shape(ids, out_type=tf.int64)[0]
-        # Example i owns entries [i * fields, (i + 1) * fields) of the flat rows.
-        examples = tf.repeat(tf.range(batch), fields)
+        # Example i owns entries [i * groups, (i + 1) * groups) of the flat rows.
+        examples = tf.repeat(tf.range(batch), len(group_rows))
         out = tf.sparse.segment_sum(
             product, tf.reshape(rows, [-1]), examples, num_segments=batch
         )
@@ -210,7 +244,7 @@ def folded_ctr_core(model, trusted_ids: bool = True):
             if ids.dtype not in (tf.int32, tf.int64):
                 ids = tf.cast(ids, tf.int64)
             start = tf.constant(offsets, ids.dtype)
-            if trusted_ids:
+            if trusted_ids and not empty:
                 rows = tf.gather(table, ids + start)  # (batch, fields, dim)
             else:
                 in_range = (ids >= 0) & (ids < tf.constant(sizes, ids.dtype))
@@ -256,6 +290,7 @@ def folded_ctr_core(model, trusted_ids: bool = True):
 
     if product is None:
         return unfolded
+    product, strides, group_rows = product
 
     def core(encoded):
         columns = first_layer(encoded)
