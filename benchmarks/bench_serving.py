@@ -143,29 +143,58 @@ for export_dir, feeds, name in graphs:
     with graph.as_default():
         session = tf.compat.v1.Session(graph=graph)
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
-    runs.append((graph, session, meta.signature_def[name], feeds))
+    # The same inputs into a graph that only reads their shapes: what the callable
+    # costs before the graph runs (converting each input from NumPy).
+    bare = tf.Graph()
+    with bare.as_default():
+        inputs = [tf.compat.v1.placeholder(meta.signature_def[name].inputs[n].dtype)
+                  for n in feeds]
+        read = tf.add_n([tf.size(x) for x in inputs])
+        bare_session = tf.compat.v1.Session(graph=bare)
+    runs.append((graph, session, meta.signature_def[name], feeds,
+                 bare_session.make_callable(read, inputs)))
 result = {}
 for batch in batches:
     fns = []
-    for graph, session, sig, feeds in runs:
+    for graph, session, sig, feeds, bare in runs:
         arrays = {n: np.array((f["values"] * batch)[:batch],
                               dtype=object if f["dtype"] == "string" else f["dtype"])
                   for n, f in feeds.items()}
         with graph.as_default():
             run = session.make_callable([t.name for t in sig.outputs.values()],
                                         [sig.inputs[n].name for n in arrays])
-        fns.append((run, list(arrays.values())))
-    times = [[] for _ in fns]
+        fns.append((run, bare, list(arrays.values())))
+    times = [([], []) for _ in fns]
     n = calls  # a few ms a call at batch 512: as many calls as at batch 1
     for i in range(20 + n):
-        for k, (run, values) in enumerate(fns):
-            start = time.perf_counter()
-            run(*values)
-            if i >= 20:
-                times[k].append(time.perf_counter() - start)
+        for k, (run, bare, values) in enumerate(fns):  # all see the same machine
+            for j, call in enumerate((run, bare)):
+                start = time.perf_counter()
+                call(*values)
+                if i >= 20:
+                    times[k][j].append(time.perf_counter() - start)
+    # The graph's own span (first op's start to last op's end, from the step
+    # stats of traced runs): what TF Serving's C++ Session::Run pays once the
+    # request is parsed; tracing adds to every graph alike.
+    spans = []
+    for (graph, session, sig, feeds, bare), (run, _, values) in zip(runs, fns):
+        fetches = [t.name for t in sig.outputs.values()]
+        feed = dict(zip([sig.inputs[n].name for n in feeds], values))
+        options = tf.compat.v1.RunOptions(
+            trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        span = []
+        for _ in range(max(n // 3, 20)):
+            meta = tf.compat.v1.RunMetadata()
+            session.run(fetches, feed, options=options, run_metadata=meta)
+            stats = [s for d in meta.step_stats.dev_stats for s in d.node_stats]
+            span.append(max(s.all_start_micros + s.all_end_rel_micros for s in stats)
+                        - min(s.all_start_micros for s in stats))
+        spans.append(float(np.median(span)) / 1e3)
     result[batch] = [{"p50": float(np.percentile(t, 50) * 1e3),
-                      "p99": float(np.percentile(t, 99) * 1e3), "calls": len(t)}
-                     for t in times]
+                      "p99": float(np.percentile(t, 99) * 1e3), "calls": len(t),
+                      "inputs_p50": float(np.percentile(b, 50) * 1e3),
+                      "span_p50": span}
+                     for (t, b), span in zip(times, spans)]
 print(json.dumps(result))
 """
 
@@ -345,8 +374,9 @@ def main(argv=None) -> int:
         "serving_default and explain: the loaded signature called from Python "
         "(`tf.saved_model.load(...).signatures[...]`). graph (Session): the same "
         "serving_default graph run by a TF1 `Session` callable over the SavedModel, "
-        "as TF Serving runs it (C++ `Session::Run`): the graph's own time plus a few "
-        "microseconds of the callable.",
+        "as TF Serving runs it (C++ `Session::Run`): the graph's own time plus the "
+        "callable's conversion of each input from NumPy (at batch 1 most of the "
+        "call; see the split below).",
     ]
     if peer:
         lines += [
@@ -372,6 +402,31 @@ def main(argv=None) -> int:
                 f"{raw['p99'] / theirs['p99']:.2f}x | "
                 f"{encoded['p50'] / theirs['p50']:.2f}x, "
                 f"{encoded['p99'] / theirs['p99']:.2f}x |"
+            )
+        lines += [
+            "",
+            "Where a call's time goes, p50 ms, for keras_attn raw / encoded / "
+            "DeepCTR: the inputs alone (the same arrays into a graph that only "
+            "reads their sizes: the callable's conversion from NumPy, per input and "
+            "per string), the call minus that (the graph's own time, untraced), and "
+            "the graph's span in traced calls (first op to last, from the step "
+            "stats; tracing adds a cost per op, and DeepCTR's graph runs more "
+            "ops).",
+            "",
+            "| batch | inputs alone | call minus inputs | traced span | raw / DeepCTR (call minus inputs, span) |",  # noqa: E501
+            "|---|---|---|---|---|",
+        ]
+        for batch, graphs in peer.items():
+            own = [g["p50"] - g["inputs_p50"] for g in graphs]
+            lines.append(
+                f"| {batch} | "
+                + " / ".join(f"{g['inputs_p50']:.2f}" for g in graphs)
+                + " | "
+                + " / ".join(f"{t:.2f}" for t in own)
+                + " | "
+                + " / ".join(f"{g['span_p50']:.2f}" for g in graphs)
+                + f" | {own[0] / own[2]:.2f}x, "
+                f"{graphs[0]['span_p50'] / graphs[2]['span_p50']:.2f}x |"
             )
     if predict:
         lines += [
