@@ -419,19 +419,12 @@ def test_encoded_signature_of_a_model_with_a_behaviour_history(tmp_path):
         export(other, tmp_path / "y", encoded=True)
 
 
-@pytest.mark.generation_specific
-def test_folded_core_keeps_the_range_mask_for_an_empty_vocabulary(tmp_path):
-    # An all-missing column's lookup holds one placeholder value, whose id is one
-    # past the field's range: the model reads a zero vector for it, and so must the
-    # folded export (its own ids are trusted otherwise).
+def _tiny_mmoe(specs):
+    """A two-task MMoE of 2 experts on `specs`, one shared table, embeddings far
+    from zero (so that a wrong row shows in the outputs)."""
     from keras_attn.backend import keras
 
-    specs = [
-        CategoricalFeature("city", vocabulary=["a", "b"]),
-        CategoricalFeature("code", vocabulary=[], dtype="int64"),
-        CategoricalFeature("slot", vocabulary=[1, 2], dtype="int64"),
-    ]
-    model = build_ctr_model(
+    return build_ctr_model(
         specs,
         ["click", "buy"],
         embedding_dim=4,
@@ -441,6 +434,19 @@ def test_folded_core_keeps_the_range_mask_for_an_empty_vocabulary(tmp_path):
         shared_table=True,
         embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
     )
+
+
+@pytest.mark.generation_specific
+def test_folded_core_reads_zeros_for_an_empty_vocabulary(tmp_path):
+    # An all-missing column's lookup holds one placeholder value, whose id is one
+    # past the field's range: the model reads a zero vector for it, and so must the
+    # folded export (the field's zero row in the product table).
+    specs = [
+        CategoricalFeature("city", vocabulary=["a", "b"]),
+        CategoricalFeature("code", vocabulary=[], dtype="int64"),
+        CategoricalFeature("slot", vocabulary=[1, 2], dtype="int64"),
+    ]
+    model = _tiny_mmoe(specs)
     rows = {
         "city": tf.constant(["a", "b", "z"]),
         "code": tf.constant([-(2**62), 5, -(2**62)], tf.int64),
@@ -455,7 +461,6 @@ def test_folded_core_keeps_the_range_mask_for_an_empty_vocabulary(tmp_path):
 def _mixed_lookup_model():
     """A tiny MMoE model whose categorical fields take every kind of lookup, those
     with one OOV id (fused in the export) between the others."""
-    from keras_attn.backend import keras
     from keras_attn.features import NumericFeature
 
     specs = [
@@ -467,16 +472,7 @@ def _mixed_lookup_model():
         CategoricalFeature("region", vocabulary=["north", "south"]),
         NumericFeature("price", mean=3.0, std=2.0),
     ]
-    model = build_ctr_model(
-        specs,
-        ["click", "buy"],
-        embedding_dim=4,
-        num_experts=2,
-        expert_units=(4,),
-        tower_units=(),
-        shared_table=True,
-        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
-    )
+    model = _tiny_mmoe(specs)
     rows = {
         # Known values, unseen ones, the empty string, a value of another field.
         "city": tf.constant(["a", "c", "", "zz", "ios", "b"]),
