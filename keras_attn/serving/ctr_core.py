@@ -184,16 +184,16 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         (np.asarray(k, np.float32), np.asarray(b, np.float32))
         for k, b in mmoe.expert_layers[1:]
     ]
+    kernel = _columns(expert_kernel, gate_kernel)
     table = offsets = product = None
     if fields:
         table = np.concatenate([np.asarray(t, np.float32) for t in embedding.tables])
         offsets = np.asarray(embedding._offsets, np.int64)
-        kernel = _columns(expert_kernel, gate_kernel)
         product = _product_table(table, sizes, dim, kernel)
     tasks = list(mmoe.tasks)
     activation = mmoe._activation_fn
     # The numbers' rows of the first layer, and where its gate columns start.
-    number_rows = _columns(expert_kernel, gate_kernel)[fields * dim :]
+    number_rows = kernel[fields * dim :]
     cut = experts * units
 
     def project(parts, kernel):
