@@ -139,17 +139,18 @@ def fused_lookup(lookups: dict):
         return None
 
 
-def fused_ctr_preprocessing(model):
+def fused_ctr_preprocessing(model, preprocessor=None):
     """`(raw inputs dict -> encoded dict, FusedLookup)`: `model`'s preprocessing
     with one lookup for its categorical fields, those it cannot take by their own
     layers; None for a model with behaviour histories or fewer than two fields to
     fuse.
 
-    The encoded dict is what `split_ctr_model(model)[0]` returns, by the same keys
-    and dtypes: `categorical_ids` `(batch, fields)`, `numeric_preprocessing` from
-    the model's own layer.
+    The encoded dict is what `preprocessor` (`split_ctr_model(model)[0]`, cut
+    here when not given) returns, by the same keys and dtypes: `categorical_ids`
+    `(batch, fields)`, `numeric_preprocessing` from the model's own layer.
     """
-    preprocessor = split_ctr_model(model)[0]
+    if preprocessor is None:
+        preprocessor = split_ctr_model(model)[0]
     outputs = preprocessor.output
     if "categorical_ids" not in outputs or set(outputs) - {
         "categorical_ids",

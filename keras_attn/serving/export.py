@@ -140,9 +140,9 @@ def _same_batch(inputs: dict) -> dict:
 FOLD_LIMIT = 256 * 2**20
 
 
-def _ctr_core(model, trusted_ids=True):
+def _ctr_core(model, parts, trusted_ids=True):
     """`(encoded dict -> outputs, {key: TensorSpec})` of a `CTRModel`'s core as the
-    export serves it.
+    export serves it; `parts`: `split_ctr_model(model)`.
 
     The core's weights are constants, so that TF Serving's graph optimizer
     computes once, at load, what no request changes: the weight reads and casts,
@@ -154,7 +154,7 @@ def _ctr_core(model, trusted_ids=True):
     (`keras_attn.serving.ctr_core`; `trusted_ids`: the ids come from the export's
     own lookups). Models whose weights exceed `FOLD_LIMIT` run their core as it is.
     """
-    preprocessor, core = split_ctr_model(model)
+    preprocessor, core = parts
     specs = {
         name: tf.TensorSpec([None, *t.shape[1:]], t.dtype, name=name)
         for name, t in output_tensors(preprocessor).items()
@@ -173,21 +173,22 @@ def _ctr_core(model, trusted_ids=True):
     return call, specs
 
 
-def _serving_call(model):
+def _serving_call(model, parts=None):
     """`(inputs -> outputs, resources)` of `model` as the export serves it: a
-    `CTRModel` runs its preprocessing (lookup tables, standardization; its string
-    fields by one lookup, `keras_attn.serving.ctr_lookups`), then its core as
-    `_ctr_core` serves it; other models `model(inputs)`. `resources`: what the
-    SavedModel must hold besides the model (the fused lookup's table). The
-    SavedModel keeps the variables too, for its other signatures."""
-    if not isinstance(model, CTRModel):
+    `CTRModel` (`parts`: `split_ctr_model(model)`) runs its preprocessing (lookup
+    tables, standardization; its categorical fields by one lookup,
+    `keras_attn.serving.ctr_lookups`), then its core as `_ctr_core` serves it;
+    other models `model(inputs)`. `resources`: what the SavedModel must hold
+    besides the model (the fused lookup's table). The SavedModel keeps the
+    variables too, for its other signatures."""
+    if parts is None:
         return (lambda inputs: model(inputs, training=False)), []
-    core = _ctr_core(model)[0]
-    fused = fused_ctr_preprocessing(model)
+    core = _ctr_core(model, parts)[0]
+    preprocessor = parts[0]
+    fused = fused_ctr_preprocessing(model, preprocessor)
     if fused is not None:
         encode, table = fused
         return (lambda inputs: core(encode(inputs))), [table]
-    preprocessor = split_ctr_model(model)[0]
     return (lambda inputs: core(preprocessor(inputs, training=False))), []
 
 
@@ -268,7 +269,9 @@ def export(
         for n, t in zip(names, model.inputs)
     }
 
-    call, resources = _serving_call(model)
+    # The CTR model's preprocessing and core, cut once for every signature.
+    parts = split_ctr_model(model) if isinstance(model, CTRModel) else None
+    call, resources = _serving_call(model, parts)
 
     def serve(inputs):
         return _outputs_dict(model, call(_same_batch(inputs)))
@@ -298,7 +301,7 @@ def export(
                 "`encoded=True` needs a `CTRModel` (its preprocessing makes the "
                 f"encoded values). Received: a {type(model).__name__}"
             )
-        core, specs = _ctr_core(model, trusted_ids=False)
+        core, specs = _ctr_core(model, parts, trusted_ids=False)
 
         def serve_encoded(values):
             return _outputs_dict(model, core(_same_batch(values)))
