@@ -550,3 +550,19 @@ def test_folded_core_with_or_without_the_table_product(table, monkeypatch):
         served = ctr_core.folded_ctr_core(model, trusted_ids=trusted)(batch)
         for name, value in core(batch).items():
             np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
+
+
+def test_a_product_table_past_the_limit_is_not_built(monkeypatch):
+    # Millions of ids times the first layer's columns would take gigabytes: the
+    # size is checked before anything is multiplied (the table is never read).
+    from keras_attn.serving import ctr_core
+
+    kernel = np.zeros((3 * 4, 10), np.float32)  # 3 fields of dim 4, 10 columns
+    sizes = [5, 6, 7]  # pairs (6 x 7 rows) and (8 x 1): 50 rows of 40 bytes
+    monkeypatch.setattr(ctr_core, "PRODUCT_LIMIT", 50 * 40 - 1)
+    assert ctr_core._product_table(None, sizes, 4, kernel) is None
+    monkeypatch.setattr(ctr_core, "PRODUCT_LIMIT", 50 * 40)
+    table = np.ones((sum(sizes), 4), np.float32)
+    product, strides, offsets = ctr_core._product_table(table, sizes, 4, kernel)
+    assert product.shape == (50, 10)
+    assert strides.tolist() == [7, 1, 1, 1] and offsets.tolist() == [0, 42]

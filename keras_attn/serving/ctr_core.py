@@ -131,27 +131,31 @@ def _product_table(table, sizes, dim, kernel):
         `offsets[g] + a * strides[2g] + b` (`offsets[f] + id` unpaired).
     """
     columns = kernel.shape[1]
+    # The tables' sizes first: nothing is multiplied for a table past the limit.
+    extents = [size + 1 for size in sizes] + [1] * (len(sizes) % 2)
+    pairs = list(zip(extents[::2], extents[1::2]))
+    paired = len(sizes) > 1 and all(a * b <= PAIR_ROWS for a, b in pairs)
+    heights = [a * b for a, b in pairs] if paired else extents[: len(sizes)]
+    if sum(heights) * columns * 4 > PRODUCT_LIMIT:
+        return None
     parts, start = [], 0
     for field, size in enumerate(sizes):
         rows = np.asarray(table[start : start + size], np.float64)
         rows = rows @ np.asarray(kernel[field * dim : (field + 1) * dim], np.float64)
         parts.append(np.concatenate([rows, np.zeros((1, columns))]))  # (size + 1, c)
         start += size
-    if len(parts) % 2:
-        parts.append(np.zeros((1, columns)))  # a one-row field of zeros
-    pairs = [(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
-    if len(sizes) > 1 and all(len(a) * len(b) <= PAIR_ROWS for a, b in pairs):
+    if paired:
+        parts += [np.zeros((1, columns))] * (len(sizes) % 2)  # a one-row field
         # Row a * e_b + b of a pair's table: field a's row a plus field b's row b.
-        groups = [(a[:, None] + b[None, :]).reshape(-1, columns) for a, b in pairs]
-        strides = [n for a, b in pairs for n in (len(b), 1)]
+        parts = [
+            (a[:, None] + b[None, :]).reshape(-1, columns)
+            for a, b in zip(parts[::2], parts[1::2])
+        ]
+        strides = [n for _, b in pairs for n in (b, 1)]
     else:
-        groups = parts[: len(sizes)]
         strides = [1] * len(sizes)
-    rows = sum(len(g) for g in groups)
-    if rows * columns * 4 > PRODUCT_LIMIT:
-        return None
-    offsets = np.cumsum([0] + [len(g) for g in groups[:-1]])
-    product = np.concatenate(groups).astype(np.float32)
+    offsets = np.cumsum([0] + heights[:-1])
+    product = np.concatenate(parts).astype(np.float32)
     return product, np.asarray(strides, np.int64), offsets.astype(np.int64)
 
 
