@@ -286,26 +286,17 @@ _FOLDED_CASES = {
 @pytest.mark.parametrize("case", sorted(_FOLDED_CASES))
 def test_folded_mmoe_core_serves_the_models_outputs(case, tmp_path):
     # A plain MMoE model's export runs the core with the numeric embeddings folded
-    # into the first layer, one gather, no range mask and the softmax written out
-    # (keras_attn.serving.ctr_core, issue 31): the same outputs as the model, for
-    # unseen categories and missing numbers too.
-    from keras_attn.backend import keras
+    # into the first layer, the fields' rows of its product table summed, no range
+    # check and the softmax written out (keras_attn.serving.ctr_core, issue 31):
+    # the same outputs as the model, for unseen categories and missing numbers too.
     from keras_attn.models.ctr import split_ctr_model
     from keras_attn.serving.ctr_core import folded_ctr_core
 
     settings = dict(_FOLDED_CASES[case])
     df = _two_task_rows().drop(columns=settings.pop("drop", []))
     specs = infer_features(df, labels=["click", "buy"])
-    model = build_ctr_model(
-        specs,
-        ["click", "buy"],
-        embedding_dim=4,
-        num_experts=3,
-        expert_units=settings.pop("expert_units", (8,)),
-        tower_units=(4,),
-        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
-        **settings,
-    )
+    sizes = dict(num_experts=3, expert_units=(8,), tower_units=(4,), shared_table=False)
+    model = _tiny_mmoe(specs, **{**sizes, **settings})
     assert folded_ctr_core(model) is not None
     rows = df.drop(columns=["click", "buy"]).iloc[:16].copy()
     if "city" in rows:
@@ -356,22 +347,12 @@ def test_encoded_signature_takes_what_the_preprocessing_makes(tmp_path):
     # model's outputs from the preprocessor's values, an out-of-range id read as a
     # zero vector (the model's rule), the batch-size check kept; warm-up records
     # for the raw signature only.
-    from keras_attn.backend import keras
     from keras_attn.models.ctr import split_ctr_model
     from keras_attn.serving import read_warmup
 
     df = _two_task_rows()
     specs = infer_features(df, labels=["click", "buy"])
-    model = build_ctr_model(
-        specs,
-        ["click", "buy"],
-        embedding_dim=4,
-        num_experts=3,
-        expert_units=(8,),
-        tower_units=(4,),
-        shared_table=True,
-        embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
-    )
+    model = _tiny_mmoe(specs, num_experts=3, expert_units=(8,), tower_units=(4,))
     rows = df.drop(columns=["click", "buy"]).iloc[:8]
     path = export(model, tmp_path / "m", encoded=True, warmup=rows)
     assert {r.model_spec.signature_name for r in read_warmup(path)} == {
@@ -419,14 +400,13 @@ def test_encoded_signature_of_a_model_with_a_behaviour_history(tmp_path):
         export(other, tmp_path / "y", encoded=True)
 
 
-def _tiny_mmoe(specs):
-    """A two-task MMoE of 2 experts on `specs`, one shared table, embeddings far
-    from zero (so that a wrong row shows in the outputs)."""
+def _tiny_mmoe(specs, **settings):
+    """A two-task MMoE on `specs` (by default 2 experts, one shared table; `settings`
+    override `build_ctr_model`'s arguments), embeddings far from zero (so that a
+    wrong row shows in the outputs)."""
     from keras_attn.backend import keras
 
-    return build_ctr_model(
-        specs,
-        ["click", "buy"],
+    defaults = dict(
         embedding_dim=4,
         num_experts=2,
         expert_units=(4,),
@@ -434,6 +414,7 @@ def _tiny_mmoe(specs):
         shared_table=True,
         embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
     )
+    return build_ctr_model(specs, ["click", "buy"], **{**defaults, **settings})
 
 
 @pytest.mark.generation_specific
