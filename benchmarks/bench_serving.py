@@ -8,10 +8,13 @@ calls of each signature at batch 1, 64 and 512: p50 and p99 of the wall time per
 (the graph run plus the Python call of the concrete function, after 20 warm-up calls),
 the `explain` and plain signatures alternating call by call, and beside them the
 plain signature's graph run by a TF1 `Session` callable (how TF Serving runs a
-SavedModel: the graph time without Python's conversions). Then the quickstart's
-model with softmax gates against DeepCTR's SavedModel of the same MMOE: keras_attn's
-raw-value `serving_default`, its `encoded` signature (ids in, as DeepCTR's) and
-DeepCTR's, by Session callables in one process, alternating. Last, `keras-attn
+SavedModel: the graph's time plus the callable's conversion of each input from
+NumPy). Then the quickstart's model with softmax gates against DeepCTR's SavedModel
+of the same MMOE: keras_attn's raw-value `serving_default`, its `encoded` signature
+(ids in, as DeepCTR's) and DeepCTR's, by Session callables in one process,
+alternating, each beside the same inputs fed to a graph that only reads their sizes
+(the conversion alone; the call minus it is the graph's own time) and with the
+graph's span from the step stats of traced calls. Last, `keras-attn
 predict` scores the census dev file (../shared/data/census_income/, skipped when
 absent) in a fresh process: rows/s over the file (the export's load not included) and
 the command's wall time.
