@@ -20,7 +20,7 @@ from keras_attn.features import (
     infer_features,
     to_dataset,
 )
-from keras_attn.models import build_ctr_model
+from keras_attn.models import Task, build_ctr_model
 from keras_attn.models.ctr import fit_ctr_model
 from keras_attn.serving import export, latest_version, read_features_json
 from tests.harness import run_isolated
@@ -279,6 +279,11 @@ _FOLDED_CASES = {
     "general_score": dict(gate="attention", gate_score="general"),
     "categorical_only": dict(gate="softmax", drop=["age", "price"]),
     "numeric_only": dict(gate="attention", drop=["city", "device", "slot"]),
+    # The towers and heads as one matmul per depth (block-diagonal kernels).
+    "towers_of_two_with_dropout": dict(gate="softmax", tower_units=(4, 3), dropout=0.3),
+    "no_towers": dict(gate="attention", tower_units=()),
+    # Heads of different activations: the stacked logits split, then each task's.
+    "binary_and_regression_heads": dict(gate="softmax", regression="buy"),
 }
 
 
@@ -321,6 +326,40 @@ def test_folded_mmoe_core_serves_the_models_outputs(case, tmp_path):
     checked = folded_ctr_core(model, trusted_ids=False)(encoded)
     for name, value in core(encoded).items():
         np.testing.assert_allclose(checked[name].numpy(), value.numpy(), atol=1e-6)
+
+
+def test_towers_and_heads_run_as_one_matmul_per_depth(tmp_path):
+    # The tasks' towers and heads of one shape run stacked: a block-diagonal
+    # kernel per depth (at batch 1 each matmul costs its own fixed overhead).
+    # Towers of different shapes run task by task, with the same outputs.
+    from keras_attn.backend import keras
+    from keras_attn.layers import MMoE
+    from keras_attn.models import CTRModel
+    from keras_attn.serving.ctr_core import _stacked_tasks, folded_ctr_core
+
+    df = _two_task_rows()
+    specs = infer_features(df, labels=list(_TASKS))
+    model = _tiny_mmoe(specs, tower_units=(4, 3))
+    assert _stacked_tasks(model, list(_TASKS)) is not None
+    ops = _request_ops(export(model, tmp_path / "stacked"))
+    # The numbers' rows of the first layer, two tower depths, one head.
+    assert ops["MatMul"] == 4, ops
+    uneven = CTRModel(
+        specs,
+        list(_TASKS),
+        embedding_dim=4,
+        multitask=MMoE(list(_TASKS), num_experts=2, expert_units=[4]),
+        towers={"click": keras.layers.Dense(3, "relu")},
+    )
+    assert _stacked_tasks(uneven, list(_TASKS)) is None
+    batch = next(iter(to_dataset(df.iloc[:8], specs, batch_size=8)))
+    from keras_attn.models.ctr import split_ctr_model
+
+    preprocessor, core = split_ctr_model(uneven)
+    encoded = dict(preprocessor(batch))
+    served = folded_ctr_core(uneven)(encoded)
+    for name, value in core(encoded).items():
+        np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
 
 
 def test_models_the_fold_does_not_cover_serve_their_core_as_it_is():
@@ -400,10 +439,14 @@ def test_encoded_signature_of_a_model_with_a_behaviour_history(tmp_path):
         export(other, tmp_path / "y", encoded=True)
 
 
+_TASKS = ("click", "buy")
+
+
 def _tiny_mmoe(specs, **settings):
     """A two-task MMoE on `specs` (by default 2 experts, one shared table; `settings`
-    override `build_ctr_model`'s arguments), embeddings far from zero (so that a
-    wrong row shows in the outputs)."""
+    override `build_ctr_model`'s arguments, `regression` names a regression task),
+    embeddings and biases far from zero (so that a wrong row shows in the
+    outputs)."""
     from keras_attn.backend import keras
 
     defaults = dict(
@@ -414,7 +457,18 @@ def _tiny_mmoe(specs, **settings):
         shared_table=True,
         embeddings_initializer=keras.initializers.RandomUniform(-1.0, 1.0, seed=0),
     )
-    return build_ctr_model(specs, ["click", "buy"], **{**defaults, **settings})
+    settings = {**defaults, **settings}
+    # regression="buy": that task a regression (a linear head).
+    regression = settings.pop("regression", None)
+    tasks = [Task(t, kind="regression" if t == regression else "binary") for t in _TASKS]
+    model = build_ctr_model(specs, tasks, **settings)
+    # Biases away from their zero start too: a bias read for the wrong task or
+    # expert shows in the outputs.
+    rng = np.random.default_rng(1)
+    for weight in model.trainable_weights:
+        if not np.any(weight.numpy()):
+            weight.assign(rng.uniform(-0.5, 0.5, weight.shape).astype("float32"))
+    return model
 
 
 @pytest.mark.generation_specific
@@ -494,6 +548,29 @@ def test_export_looks_up_the_string_fields_in_one_table(tmp_path):
     served = tf.saved_model.load(str(path)).signatures["serving_default"](**rows)
     for name, value in model(rows).items():
         np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
+
+
+def test_fused_export_checks_batch_sizes_before_combining_columns(tmp_path):
+    # The fingerprints run beside the batch-size check, and the check guards
+    # the stack of their keys: a string or number column of another size is the
+    # check's error naming it, never the stack's, on every call.
+    df = _two_task_rows()
+    specs = infer_features(df, labels=list(_TASKS))
+    model = _tiny_mmoe(specs)
+    serve = tf.saved_model.load(str(export(model, tmp_path / "m")))
+    serve = serve.signatures["serving_default"]
+    rows = df.drop(columns=list(_TASKS)).iloc[:2]
+    inputs = {c: tf.constant(rows[c].to_numpy()) for c in rows}
+    inputs["age"] = tf.cast(inputs["age"], tf.float32)
+    inputs["price"] = tf.cast(inputs["price"], tf.float32)
+    for odd in ("device", "price"):
+        bad = dict(inputs, **{odd: tf.concat([inputs[odd]] * 2, 0)})
+        for _ in range(20):
+            with pytest.raises(
+                tf.errors.InvalidArgumentError,
+                match=f"Input `{odd}` must have the batch size of input `age`",
+            ):
+                serve(**bad)
 
 
 def test_colliding_fingerprints_keep_the_fields_own_lookups(monkeypatch):

@@ -22,8 +22,15 @@ census sizes and batch 512 the request's first layer went from a gather of 16,38
 rows and four matmuls to a sum of 8,192 rows and one matmul (bench_serving,
 RESULTS.md). A table past `PRODUCT_LIMIT` keeps the gather and matmuls.
 
+After the first layer the request runs every task at once: the experts' first
+bias sits in the table's first group of rows, the tasks' mixes are one batched
+matmul, and towers and heads of one shape are one matmul per depth with the
+tasks' kernels on a block diagonal (`_stacked_tasks`). At batch 1 a request's
+time is mostly per-op overhead: the census export's request ran 188 nodes before
+these and runs 160.
+
 `folded_ctr_core(model)` builds that function, with the model's weights as NumPy
-constants (the towers and heads are called as they are); `None` for a model of
+constants (towers of other shapes are called as they are); `None` for a model of
 another shape, which serves its core as it is.
 """
 
@@ -159,6 +166,94 @@ def _product_table(table, sizes, dim, kernel):
     return product, np.asarray(strides, np.int64), offsets.astype(np.int64)
 
 
+def _dense_stack(layer):
+    """`[(kernel, bias, activation config), ...]` of a tower (None: no layers),
+    a `Dense` or a `Sequential` of `Dense` and `Dropout` layers (dropout does
+    nothing in inference); None for any other layer."""
+    if layer is None:
+        return []
+    layers = getattr(layer, "layers", None)
+    if layers is None or type(layer).__name__ != "Sequential":
+        layers = [layer]
+    stack = []
+    for dense in layers:
+        name = type(dense).__name__
+        if name == "Dropout":
+            continue
+        if name != "Dense" or dense.compute_dtype != "float32":
+            return None
+        kernel = np.asarray(dense.kernel, np.float32)
+        bias = (
+            np.asarray(dense.bias, np.float32)
+            if dense.use_bias
+            else np.zeros(kernel.shape[1], np.float32)
+        )
+        stack.append((kernel, bias, dense.get_config()["activation"], dense.activation))
+    return stack
+
+
+def _block_diagonal(kernels):
+    """`(sum of ins, sum of outs)`: the kernels on the diagonal, zeros elsewhere."""
+    out = np.zeros([sum(k.shape[0] for k in kernels), sum(k.shape[1] for k in kernels)])
+    row = column = 0
+    for k in kernels:
+        out[row : row + k.shape[0], column : column + k.shape[1]] = k
+        row, column = row + k.shape[0], column + k.shape[1]
+    return out.astype(np.float32)
+
+
+def _stacked_tasks(model, tasks):
+    """`(batch, tasks * units) -> outputs dict`: every task's tower and head as
+    one matmul per depth, the tasks' kernels on a block diagonal (the mixed
+    inputs side by side, task-major); None when the towers differ in depth or
+    activations, or hold other layers than `Dense` and `Dropout`.
+
+    At batch 1 oneDNN's fused matmul costs ~4-7 µs whatever its size: the
+    census export's two towers and two heads ran four, this runs two (the heads'
+    activations applied once when they share one, else per task after the
+    split).
+    """
+    stacks = [_dense_stack(model.towers[task]) for task in tasks]
+    heads = [_dense_stack(model.heads[task]) for task in tasks]
+    if any(s is None for s in stacks + heads) or any(len(h) != 1 for h in heads):
+        return None
+    depth = len(stacks[0])
+    if any(
+        len(s) != depth or s[d][2] != stacks[0][d][2]
+        for s in stacks
+        for d in range(depth)
+    ):
+        return None
+    layers = [
+        (
+            _block_diagonal([s[d][0] for s in stacks]),
+            np.concatenate([s[d][1] for s in stacks]),
+            stacks[0][d][3],
+        )
+        for d in range(depth)
+    ]
+    shared = all(h[0][2] == heads[0][0][2] for h in heads)
+    head_kernel = _block_diagonal([h[0][0] for h in heads])
+    head_bias = np.concatenate([h[0][1] for h in heads])
+    widths = [h[0][0].shape[1] for h in heads]
+
+    def call(mixed):
+        h = mixed
+        for kernel, bias, act in layers:
+            h = act(tf.matmul(h, kernel) + bias)
+        logits = tf.matmul(h, head_kernel) + head_bias
+        if shared:
+            outs = tf.split(heads[0][0][3](logits), widths, axis=1)
+        else:
+            outs = [
+                head[0][3](out)
+                for head, out in zip(heads, tf.split(logits, widths, axis=1))
+            ]
+        return dict(zip(tasks, outs))
+
+    return call
+
+
 def folded_ctr_core(model, trusted_ids: bool = True):
     """`encoded dict -> outputs dict` for `model`'s core with the fold above, or
     None when `model` is not a plain CTR model of an MMoE.
@@ -196,6 +291,7 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         product = _product_table(table, sizes, dim, kernel)
     tasks = list(mmoe.tasks)
     activation = mmoe._activation_fn
+    stacked = _stacked_tasks(model, tasks)
     # The numbers' rows of the first layer, and where its gate columns start.
     number_rows = kernel[fields * dim :]
     cut = experts * units
@@ -228,11 +324,15 @@ def folded_ctr_core(model, trusted_ids: bool = True):
             # (batch, pairs): a * e_b + b per pair of neighbouring fields.
             ids = tf.reduce_sum(tf.reshape(ids * strides, [-1, len(group_rows), 2]), 2)
         rows = ids + group_rows  # (batch, groups)
-        batch = tf.shape(ids, out_type=tf.int64)[0]
-        # Example i owns entries [i * groups, (i + 1) * groups) of the flat rows.
-        examples = tf.repeat(tf.range(batch), len(group_rows))
+        # Example i owns row i's entries of the flat rows: its index broadcast
+        # over the groups (six ops where `tf.repeat` ran eleven; an int64
+        # floor division of the flat positions cost 3x more at batch 512).
+        # Every example has rows, so the segments' count is the batch, and an
+        # empty batch gives (0, columns).
+        shape = tf.shape(rows)
+        examples = tf.broadcast_to(tf.range(shape[0])[:, None], shape)
         out = tf.sparse.segment_sum(
-            product, tf.reshape(rows, [-1]), examples, num_segments=batch
+            product, tf.reshape(rows, [-1]), tf.reshape(examples, [-1])
         )
         if numbers:
             numeric = tf.cast(encoded["numeric_preprocessing"], tf.float32)
@@ -261,31 +361,39 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         gate_logits = None if gate_kernel is None else project(parts, gate_kernel)
         return rest(project(parts, expert_kernel), gate_logits)
 
-    def rest(expert_columns, gate_logits):
-        # expert_columns: (batch, experts * units) before the bias; gate_logits:
-        # (batch, tasks * experts) of softmax gates, None for the attention gate.
-        hidden = tf.reshape(expert_columns, [-1, experts, units])
-        hidden = activation(hidden + expert_bias)  # (batch, experts, units)
+    def rest(expert_columns, gate_logits, biased=False):
+        # expert_columns: (batch, experts * units), the bias added when `biased`;
+        # gate_logits: (batch, tasks * experts) of softmax gates, None for the
+        # attention gate.
+        if not biased:
+            expert_columns += np.reshape(expert_bias, [-1])
         if deeper:
+            hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
             columns = tf.unstack(hidden, num=experts, axis=1)
             for kernel, bias in deeper:
                 columns = [
                     activation(tf.matmul(h, k) + b)
                     for h, k, b in zip(columns, kernel, bias)
                 ]
-            hidden = tf.stack(columns, axis=1)
+            hidden = tf.stack(columns, axis=1)  # (batch, experts, out units)
+        else:
+            hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
+        # Every task's mix by one batched matmul, (batch, tasks, units). At
+        # batch 512 it measured faster than a broadcast product and sum (247
+        # against 286 µs) and than a product and sum per task (258); at batch 1
+        # it is one op where slices per task ran eight.
         if gate_logits is not None:
             logits = tf.reshape(gate_logits, [-1, len(tasks), experts])
             gates = _exp_normalize(logits, axis=2)  # (batch, tasks, experts)
-            by_task = [gates[:, t] for t in range(len(tasks))]
+            mixed = tf.matmul(gates, hidden)
         else:
             gates = _exp_normalize(mmoe._folded_scores(hidden), axis=1)  # (b, e, t)
-            by_task = [gates[:, :, t] for t in range(len(tasks))]
-        # Each task's mix as a product and a sum over experts: at census sizes
-        # faster than one batched (tasks, experts) x (experts, units) matmul.
-        mixed = [tf.reduce_sum(g[:, :, None] * hidden, axis=1) for g in by_task]
+            mixed = tf.matmul(gates, hidden, transpose_a=True)
+        if stacked is not None:
+            return stacked(tf.reshape(mixed, [-1, mixed.shape[-2] * mixed.shape[-1]]))
         outputs = {}
-        for task, h in zip(tasks, mixed):
+        for t, task in enumerate(tasks):
+            h = mixed[:, t]
             tower = model.towers[task]
             if tower is not None:
                 h = tower(h, training=False)
@@ -295,10 +403,20 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     if product is None:
         return unfolded
     product, strides, group_rows = product
+    # The experts' first bias in the first group's rows (each example reads one
+    # of them, its zero row included): one add fewer per request.
+    product[group_rows[0] : group_rows[1] if len(group_rows) > 1 else None, :cut] += (
+        np.reshape(expert_bias, [-1])
+    )
 
+    # Plain TensorFlow, no Python control flow on tensors: nothing for AutoGraph
+    # to convert (under tf_keras it failed to read this closure's source, and
+    # warned).
+    @tf.autograph.experimental.do_not_convert
     def core(encoded):
         columns = first_layer(encoded)
-        gate_logits = columns[:, cut:] if gate_kernel is not None else None
-        return rest(columns[:, :cut], gate_logits)
+        if gate_kernel is None:
+            return rest(columns, None, biased=True)
+        return rest(*tf.split(columns, [cut, columns.shape[-1] - cut], 1), biased=True)
 
     return core

@@ -93,15 +93,23 @@ class FusedLookup(tf.Module):
         )
 
     def __call__(self, columns):
-        # Each string column fingerprinted on its own, then the int64 keys
-        # stacked: a stack of the strings copies every one (at batch 512 and 32
-        # fields it took longer than the 32 fingerprints).
-        keys = [
+        return self.find(self.keys(columns))
+
+    def keys(self, columns):
+        """`[(batch,) int64]`: each column's keys before the salt, column by
+        column (a string's fingerprint, an integer itself)."""
+        # Each string column fingerprinted on its own: a stack of the strings
+        # copies every one (at batch 512 and 32 fields it took longer than the
+        # 32 fingerprints).
+        return [
             tf.strings.to_hash_bucket_fast(c, _BUCKETS)
             if dtype == "string"
             else tf.cast(c, tf.int64)
             for c, dtype in zip(columns, self.dtypes)
         ]
+
+    def find(self, keys):
+        """`(batch, fields)` int64 ids of `keys(columns)`."""
         keys = tf.stack(keys, axis=1)  # (batch, fields)
         return self.table.lookup(tf.bitwise.bitwise_xor(keys, self.salts))
 
@@ -143,7 +151,9 @@ def fused_ctr_preprocessing(model, preprocessor=None):
     """`(raw inputs dict -> encoded dict, FusedLookup)`: `model`'s preprocessing
     with one lookup for its categorical fields, those it cannot take by their own
     layers; None for a model with behaviour histories or fewer than two fields to
-    fuse.
+    fuse. `encode(inputs, guard)` passes the columns (the fused fields' keys, the
+    others' raw values) through `guard` (a list -> the same values, e.g. behind
+    the batch-size check) before anything combines them.
 
     The encoded dict is what `preprocessor` (`split_ctr_model(model)[0]`, cut
     here when not given) returns, by the same keys and dtypes: `categorical_ids`
@@ -173,8 +183,15 @@ def fused_ctr_preprocessing(model, preprocessor=None):
     if "numeric_preprocessing" in outputs:
         numeric = model.get_layer("numeric_preprocessing")
 
-    def encode(inputs):
-        ids = table([inputs[name] for name in fused_names])  # (batch, fused)
+    plain = others + (list(numeric.columns) if numeric is not None else [])
+
+    def encode(inputs, guard=list):
+        # guard: a list of tensors -> the same values; what combines columns
+        # (a stack, a concat) reads only its outputs. Each key is one column's.
+        keys = table.keys([inputs[name] for name in fused_names])
+        guarded = guard(keys + [inputs[name] for name in plain])
+        ids = table.find(guarded[: len(keys)])  # (batch, fused)
+        inputs = dict(zip(plain, guarded[len(keys) :]))
         if others:
             rest = [tf.cast(lookups[n](inputs[n]), tf.int64) for n in others]
             ids = tf.concat([ids, tf.stack(rest, axis=1)], axis=1)

@@ -98,18 +98,17 @@ def _outputs_dict(model, outputs) -> dict:
     return dict(zip(names, outputs))
 
 
-def _same_batch(inputs: dict) -> dict:
-    """The inputs, behind a check that they all have one batch size.
+def _batch_check(inputs: dict):
+    """The `Assert` op that fails a request whose inputs have different batch
+    sizes, naming the first input whose size differs; None for fewer than two.
 
-    A request whose inputs have different batch sizes fails with InvalidArgument
-    naming the first input whose size differs, before any layer sees it. One
-    assertion for all the inputs (a CTR export has dozens): at batch 1 the graph's
-    time is mostly per-node overhead: one check per input cost ~6 nodes each, and
-    the check below runs eight whatever the number of inputs.
+    One assertion for all the inputs (a CTR export has dozens): at batch 1 the
+    graph's time is mostly per-node overhead: one check per input cost ~6 nodes
+    each, and this runs eight whatever the number of inputs.
     """
     names = sorted(inputs)
     if len(names) < 2:
-        return inputs
+        return None
     values = [inputs[name] for name in names]
     # The shapes by one op per dtype (ShapeN takes one dtype), concatenated in
     # the names' order; the batch sizes picked by one gather at the static
@@ -130,9 +129,25 @@ def _same_batch(inputs: dict) -> dict:
             f"` must have the batch size of input `{names[0]}`",
         ]
     )
-    check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [message])
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [message])
+
+
+def _behind(check, values: list) -> list:
+    """`values` as tensors that exist only once `check` (an op or None) has
+    passed."""
+    if check is None:
+        return list(values)
     with tf.control_dependencies([check]):
-        return dict(zip(names, tf.identity_n(values)))
+        return tf.identity_n(values)
+
+
+def _same_batch(inputs: dict) -> dict:
+    """The inputs, behind `_batch_check`: a request whose inputs have different
+    batch sizes fails with InvalidArgument naming the first input whose size
+    differs, before any layer sees it."""
+    names = sorted(inputs)
+    values = _behind(_batch_check(inputs), [inputs[name] for name in names])
+    return dict(zip(names, values))
 
 
 # A CTR model's weights are folded into its serving graph up to this many bytes
@@ -174,22 +189,33 @@ def _ctr_core(model, parts, trusted_ids=True):
 
 
 def _serving_call(model, parts=None):
-    """`(inputs -> outputs, resources)` of `model` as the export serves it: a
-    `CTRModel` (`parts`: `split_ctr_model(model)`) runs its preprocessing (lookup
-    tables, standardization; its categorical fields by one lookup,
+    """`(inputs -> outputs, resources)` of `model` as the export serves it, the
+    inputs' batch sizes checked (`_batch_check`): a `CTRModel` (`parts`:
+    `split_ctr_model(model)`) runs its preprocessing (lookup tables,
+    standardization; its categorical fields by one lookup,
     `keras_attn.serving.ctr_lookups`), then its core as `_ctr_core` serves it;
     other models `model(inputs)`. `resources`: what the SavedModel must hold
     besides the model (the fused lookup's table). The SavedModel keeps the
     variables too, for its other signatures."""
     if parts is None:
-        return (lambda inputs: model(inputs, training=False)), []
+        return (lambda inputs: model(_same_batch(inputs), training=False)), []
     core = _ctr_core(model, parts)[0]
     preprocessor = parts[0]
     fused = fused_ctr_preprocessing(model, preprocessor)
-    if fused is not None:
-        encode, table = fused
-        return (lambda inputs: core(encode(inputs))), [table]
-    return (lambda inputs: core(preprocessor(inputs, training=False))), []
+    if fused is None:
+        return (
+            lambda inputs: core(preprocessor(_same_batch(inputs), training=False))
+        ), []
+    encode, table = fused
+
+    def call(inputs):
+        # The strings' fingerprints (one column each, whatever the other
+        # columns' sizes) run beside the check, which guards what combines
+        # columns: at batch 1 it no longer waits before every other op.
+        check = _batch_check(inputs)
+        return core(encode(inputs, guard=lambda values: _behind(check, values)))
+
+    return call, [table]
 
 
 def export(
@@ -274,7 +300,7 @@ def export(
     call, resources = _serving_call(model, parts)
 
     def serve(inputs):
-        return _outputs_dict(model, call(_same_batch(inputs)))
+        return _outputs_dict(model, call(inputs))
 
     endpoints = {"serving_default": serve}
     if explain is True:
