@@ -22,12 +22,11 @@ census sizes and batch 512 the request's first layer went from a gather of 16,38
 rows and four matmuls to a sum of 8,192 rows and one matmul (bench_serving,
 RESULTS.md). A table past `PRODUCT_LIMIT` keeps the gather and matmuls.
 
-After the first layer the request runs every task at once: the experts' first
-bias sits in the table's first group of rows, the tasks' mixes are one batched
-matmul, and towers and heads of one shape are one matmul per depth with the
+After the first layer: the experts' first bias sits in the table's first group
+of rows, and towers and heads of one shape are one matmul per depth with the
 tasks' kernels on a block diagonal (`_stacked_tasks`). At batch 1 a request's
 time is mostly per-op overhead: the census export's request ran 188 nodes before
-these and runs 160.
+these and runs 167.
 
 `folded_ctr_core(model)` builds that function, with the model's weights as NumPy
 constants (towers of other shapes are called as they are); `None` for a model of
@@ -378,22 +377,22 @@ def folded_ctr_core(model, trusted_ids: bool = True):
             hidden = tf.stack(columns, axis=1)  # (batch, experts, out units)
         else:
             hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
-        # Every task's mix by one batched matmul, (batch, tasks, units). At
-        # batch 512 it measured faster than a broadcast product and sum (247
-        # against 286 µs) and than a product and sum per task (258); at batch 1
-        # it is one op where slices per task ran eight.
+        # Each task's mix as a product and a sum over the experts, the tasks'
+        # gates by one unstack. Session wall time of the mix (census sizes,
+        # AMD EPYC): one batched matmul 220 / 242 µs at batch 64 / 512, this
+        # 200 / 225; equal at batch 1.
         if gate_logits is not None:
             logits = tf.reshape(gate_logits, [-1, len(tasks), experts])
-            gates = _exp_normalize(logits, axis=2)  # (batch, tasks, experts)
-            mixed = tf.matmul(gates, hidden)
+            by_task = tf.unstack(_exp_normalize(logits, axis=2), num=len(tasks), axis=1)
         else:
             gates = _exp_normalize(mmoe._folded_scores(hidden), axis=1)  # (b, e, t)
-            mixed = tf.matmul(gates, hidden, transpose_a=True)
+            by_task = tf.unstack(gates, num=len(tasks), axis=2)
+        # (batch, experts) each -> (batch, units) each.
+        mixed = [tf.reduce_sum(g[:, :, None] * hidden, axis=1) for g in by_task]
         if stacked is not None:
-            return stacked(tf.reshape(mixed, [-1, mixed.shape[-2] * mixed.shape[-1]]))
+            return stacked(tf.concat(mixed, axis=1) if len(mixed) > 1 else mixed[0])
         outputs = {}
-        for t, task in enumerate(tasks):
-            h = mixed[:, t]
+        for task, h in zip(tasks, mixed):
             tower = model.towers[task]
             if tower is not None:
                 h = tower(h, training=False)
