@@ -14,12 +14,14 @@ of the same MMOE: keras_attn's raw-value `serving_default`, its `encoded` signat
 (ids in, as DeepCTR's) and DeepCTR's, by Session callables in one process,
 alternating, each beside the same inputs fed to a graph that only reads their sizes
 (the conversion alone; the call minus it is the graph's own time) and with the
-graph's span from the step stats of traced calls. Last, `keras-attn
-predict` scores the census dev file (../shared/data/census_income/, skipped when
-absent) in a fresh process: rows/s over the file (the export's load not included) and
-the command's wall time.
+graph's span from the step stats of traced calls; `--rounds` such processes one
+after the other, each figure the median over them (one process's p50 ratio moves
+by a few per cent from one to the next). Last, `keras-attn predict` scores the
+census dev file (../shared/data/census_income/, skipped when absent) in a fresh
+process: rows/s over the file (the export's load not included) and the command's
+wall time.
 
-    python -m benchmarks.bench_serving [--calls 300] [--no-write]
+    python -m benchmarks.bench_serving [--calls 300] [--rounds 3] [--no-write]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -202,12 +205,13 @@ print(json.dumps(result))
 """
 
 
-def time_against_deepctr(folder: Path, calls: int) -> dict | None:
+def time_against_deepctr(folder: Path, calls: int, rounds: int = 3) -> list | None:
     """keras_attn's export of the quickstart's census model with softmax gates (the
     model DeepCTR's MMOE is), raw values in (`serving_default`) and encoded values
     in (`encoded`), against DeepCTR's SavedModel of the same sizes, ids in: the
-    three graphs by Session callables, alternating call by call. `{batch: [raw,
-    encoded, DeepCTR]}`; None when DeepCTR is not installed."""
+    three graphs by Session callables, alternating call by call, in `rounds` fresh
+    processes. `[{batch: [raw, encoded, DeepCTR]}]`, a dict per round; None when
+    DeepCTR is not installed."""
     from keras_attn.backend import tf
     from keras_attn.cli.quickstart import CTR_SETTINGS
     from keras_attn.datasets import census_features, census_tasks, load_census_sample
@@ -242,16 +246,19 @@ def time_against_deepctr(folder: Path, calls: int) -> dict | None:
         json.dumps(_feeds({k: v.numpy() for k, v in encoded.items()})),
         encoding="utf-8",
     )
-    times = run_json(
-        ["-c", _SESSION_RUNS, calls, json.dumps(list(BATCHES))]
-        + [ours, our_feeds, "serving_default", ours, encoded_feeds, "encoded"]
-        + [deepctr_dir, deepctr_feeds, "serving_default"],
-        legacy=None,
-        timeout=1800,
-        cwd=folder,
-        pythonpath=False,
-    )
-    return {int(k): v for k, v in times.items()}
+    results = []
+    for _ in range(rounds):
+        times = run_json(
+            ["-c", _SESSION_RUNS, calls, json.dumps(list(BATCHES))]
+            + [ours, our_feeds, "serving_default", ours, encoded_feeds, "encoded"]
+            + [deepctr_dir, deepctr_feeds, "serving_default"],
+            legacy=None,
+            timeout=1800,
+            cwd=folder,
+            pythonpath=False,
+        )
+        results.append({int(k): v for k, v in times.items()})
+    return results
 
 
 def _feeds(arrays: dict) -> dict:
@@ -346,13 +353,21 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--no-peer", action="store_true", help="leave out DeepCTR's SavedModel"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="fresh processes timing the three graphs against DeepCTR's",
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:
         exports = build_exports(Path(folder))
         timings = {k: time_export(p, f, args.calls) for k, (p, f) in exports.items()}
         predict = time_predict(exports["ctr"][0])
-        peer = None if args.no_peer else time_against_deepctr(Path(folder), args.calls)
+        peer = None
+        if not args.no_peer:
+            peer = time_against_deepctr(Path(folder), args.calls, args.rounds)
     load = f"{load_before:.1f} / {os.getloadavg()[0]:.1f}"
     lines = [
         "p50 / p99 ms per call of each signature, TensorFlow alone in a fresh process "
@@ -391,45 +406,64 @@ def main(argv=None) -> int:
             "standardization in its graph (the headline ratio); its `encoded` "
             "signature (`export(..., encoded=True)`) takes what the model's "
             "preprocessing makes, as DeepCTR's does. The three graphs by Session "
-            "callables in one process, called in turn.",
+            f"callables in one process, called in turn; {len(peer)} such processes "
+            "one after the other: each figure is the median over them (one "
+            "process's p50 ratio moves by a few per cent from one to the next; the "
+            "last column has each's).",
             "",
-            "| batch | keras_attn raw p50 / p99 | keras_attn encoded p50 / p99 | DeepCTR p50 / p99 | raw / DeepCTR (p50, p99) | encoded / DeepCTR (p50, p99) |",  # noqa: E501
-            "|---|---|---|---|---|---|",
+            "| batch | keras_attn raw p50 / p99 | keras_attn encoded p50 / p99 | DeepCTR p50 / p99 | raw / DeepCTR (p50, p99) | encoded / DeepCTR (p50, p99) | raw / DeepCTR p50, each process |",  # noqa: E501
+            "|---|---|---|---|---|---|---|",
         ]
-        for batch, (raw, encoded, theirs) in peer.items():
+
+        def median(batch, value):
+            """The median over the processes of `value(raw, encoded, DeepCTR)`,
+            each a graph's timings at `batch`."""
+            return statistics.median(value(*r[batch]) for r in peer)
+
+        for batch in peer[0]:
+            p50 = [median(batch, lambda *g, i=i: g[i]["p50"]) for i in range(3)]
+            p99 = [median(batch, lambda *g, i=i: g[i]["p99"]) for i in range(3)]
+            each = [r[batch][0]["p50"] / r[batch][2]["p50"] for r in peer]
             lines.append(
-                f"| {batch} | {raw['p50']:.2f} / {raw['p99']:.2f} | "
-                f"{encoded['p50']:.2f} / {encoded['p99']:.2f} | "
-                f"{theirs['p50']:.2f} / {theirs['p99']:.2f} | "
-                f"{raw['p50'] / theirs['p50']:.2f}x, "
-                f"{raw['p99'] / theirs['p99']:.2f}x | "
-                f"{encoded['p50'] / theirs['p50']:.2f}x, "
-                f"{encoded['p99'] / theirs['p99']:.2f}x |"
+                f"| {batch} | {p50[0]:.2f} / {p99[0]:.2f} | "
+                f"{p50[1]:.2f} / {p99[1]:.2f} | {p50[2]:.2f} / {p99[2]:.2f} | "
+                f"{statistics.median(each):.2f}x, "
+                f"{median(batch, lambda a, b, c: a['p99'] / c['p99']):.2f}x | "
+                f"{median(batch, lambda a, b, c: b['p50'] / c['p50']):.2f}x, "
+                f"{median(batch, lambda a, b, c: b['p99'] / c['p99']):.2f}x | "
+                + ", ".join(f"{x:.2f}" for x in each)
+                + " |"
             )
         lines += [
             "",
-            "Where a call's time goes, p50 ms, for keras_attn raw / encoded / "
-            "DeepCTR: the inputs alone (the same arrays into a graph that only "
-            "reads their sizes: the callable's conversion from NumPy, per input and "
-            "per string), the call minus that (the graph's own time, untraced), and "
-            "the graph's span in traced calls (first op to last, from the step "
-            "stats; tracing adds a cost per op, and DeepCTR's graph runs more "
-            "ops).",
+            "Where a call's time goes, p50 ms (medians over the processes), for "
+            "keras_attn raw / encoded / DeepCTR: the inputs alone (the same arrays "
+            "into a graph that only reads their sizes: the callable's conversion "
+            "from NumPy, per input and per string), the call minus that (the "
+            "graph's own time, untraced), and the graph's span in traced calls "
+            "(first op to last, from the step stats; tracing adds a cost per op, "
+            "and DeepCTR's graph runs more ops).",
             "",
             "| batch | inputs alone | call minus inputs | traced span | raw / DeepCTR (call minus inputs, span) |",  # noqa: E501
             "|---|---|---|---|---|",
         ]
-        for batch, graphs in peer.items():
-            own = [g["p50"] - g["inputs_p50"] for g in graphs]
+        for batch in peer[0]:
+            inputs = [
+                median(batch, lambda *g, i=i: g[i]["inputs_p50"]) for i in range(3)
+            ]
+            own = [
+                median(batch, lambda *g, i=i: g[i]["p50"] - g[i]["inputs_p50"])
+                for i in range(3)
+            ]
+            span = [median(batch, lambda *g, i=i: g[i]["span_p50"]) for i in range(3)]
             lines.append(
                 f"| {batch} | "
-                + " / ".join(f"{g['inputs_p50']:.2f}" for g in graphs)
+                + " / ".join(f"{t:.2f}" for t in inputs)
                 + " | "
                 + " / ".join(f"{t:.2f}" for t in own)
                 + " | "
-                + " / ".join(f"{g['span_p50']:.2f}" for g in graphs)
-                + f" | {own[0] / own[2]:.2f}x, "
-                f"{graphs[0]['span_p50'] / graphs[2]['span_p50']:.2f}x |"
+                + " / ".join(f"{t:.2f}" for t in span)
+                + f" | {own[0] / own[2]:.2f}x, {span[0] / span[2]:.2f}x |"
             )
     if predict:
         lines += [

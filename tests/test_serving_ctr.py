@@ -460,7 +460,9 @@ def _tiny_mmoe(specs, **settings):
     settings = {**defaults, **settings}
     # regression="buy": that task a regression (a linear head).
     regression = settings.pop("regression", None)
-    tasks = [Task(t, kind="regression" if t == regression else "binary") for t in _TASKS]
+    tasks = [
+        Task(t, kind="regression" if t == regression else "binary") for t in _TASKS
+    ]
     model = build_ctr_model(specs, tasks, **settings)
     # Biases away from their zero start too: a bias read for the wrong task or
     # expert shows in the outputs.
