@@ -166,9 +166,10 @@ def _product_table(table, sizes, dim, kernel):
 
 
 def _dense_stack(layer):
-    """`[(kernel, bias, activation config), ...]` of a tower (None: no layers),
-    a `Dense` or a `Sequential` of `Dense` and `Dropout` layers (dropout does
-    nothing in inference); None for any other layer."""
+    """`[(kernel, bias, activation config, activation), ...]` of a tower (None:
+    no layers), a `Dense` or a `Sequential` of `Dense` and `Dropout` layers
+    (dropout does nothing in inference); None for any other layer, or a
+    quantized or non-float32 `Dense`."""
     if layer is None:
         return []
     layers = getattr(layer, "layers", None)
@@ -179,7 +180,11 @@ def _dense_stack(layer):
         name = type(dense).__name__
         if name == "Dropout":
             continue
-        if name != "Dense" or dense.compute_dtype != "float32":
+        if (
+            name != "Dense"
+            or dense.compute_dtype != "float32"
+            or getattr(dense, "quantization_mode", None)
+        ):
             return None
         kernel = np.asarray(dense.kernel, np.float32)
         bias = (
@@ -325,7 +330,7 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         rows = ids + group_rows  # (batch, groups)
         # Example i owns row i's entries of the flat rows: its index broadcast
         # over the groups (six ops where `tf.repeat` ran eleven; an int64
-        # floor division of the flat positions cost 3x more at batch 512).
+        # floor division of the flat positions took ~40 µs more at batch 512).
         # Every example has rows, so the segments' count is the batch, and an
         # empty batch gives (0, columns).
         shape = tf.shape(rows)
@@ -366,8 +371,8 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         # attention gate.
         if not biased:
             expert_columns += np.reshape(expert_bias, [-1])
+        hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
         if deeper:
-            hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
             columns = tf.unstack(hidden, num=experts, axis=1)
             for kernel, bias in deeper:
                 columns = [
@@ -375,12 +380,11 @@ def folded_ctr_core(model, trusted_ids: bool = True):
                     for h, k, b in zip(columns, kernel, bias)
                 ]
             hidden = tf.stack(columns, axis=1)  # (batch, experts, out units)
-        else:
-            hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
         # Each task's mix as a product and a sum over the experts, the tasks'
-        # gates by one unstack. Session wall time of the mix (census sizes,
-        # AMD EPYC): one batched matmul 220 / 242 µs at batch 64 / 512, this
-        # 200 / 225; equal at batch 1.
+        # gates by one unstack. A Session call of the mix alone (census sizes,
+        # AMD EPYC) took 200 / 225 µs at batch 64 / 512 so, 220 / 242 by one
+        # batched matmul and 200 / 300 by one broadcast product of every task
+        # (the same at batch 1).
         if gate_logits is not None:
             logits = tf.reshape(gate_logits, [-1, len(tasks), experts])
             by_task = tf.unstack(_exp_normalize(logits, axis=2), num=len(tasks), axis=1)
