@@ -28,14 +28,48 @@ class _FusedUpdate:
 
     if KERAS_3:
 
+        def _backend_update_step(self, grads, trainable_variables, learning_rate):
+            # Without a distribution strategy, the step's scalars (βᵗ, the rate)
+            # are computed once per dtype for all the variables, not once per
+            # variable: a dozen ops fewer per variable in every training step.
+            # A strategy's updates run per device (and per replica thread), so
+            # there each variable keeps its own.
+            self._step_scalars = None if tf.distribute.has_strategy() else {}
+            try:
+                return super()._backend_update_step(
+                    grads, trainable_variables, learning_rate
+                )
+            finally:
+                self._step_scalars = None
+
+        def _scalars(self, dtype, learning_rate):
+            """`(β₁ᵗ, β₂ᵗ, lr, β₁, β₂, ε)` in `dtype` for this step."""
+            shared = getattr(self, "_step_scalars", None)
+            if shared is not None and dtype in shared:
+                return shared[dtype]
+            step = tf.cast(self.iterations + 1, dtype)
+            beta_1 = tf.cast(self.beta_1, dtype)
+            beta_2 = tf.cast(self.beta_2, dtype)
+            scalars = (
+                tf.pow(beta_1, step),
+                tf.pow(beta_2, step),
+                tf.cast(learning_rate, dtype),
+                beta_1,
+                beta_2,
+                tf.cast(self.epsilon, dtype),
+            )
+            if shared is not None:
+                shared[dtype] = scalars
+            return scalars
+
         def update_step(self, gradient, variable, learning_rate):
             if self.amsgrad:
                 return super().update_step(gradient, variable, learning_rate)
             dtype = variable.dtype
             index = self._get_variable_index(variable)
-            step = tf.cast(self.iterations + 1, dtype)
-            beta_1 = tf.cast(self.beta_1, dtype)
-            beta_2 = tf.cast(self.beta_2, dtype)
+            beta1_power, beta2_power, lr, beta_1, beta_2, epsilon = self._scalars(
+                dtype, learning_rate
+            )
             # An embedding's gradient comes as IndexedSlices: the update is dense
             # (as Keras' own, which converts it the same way).
             gradient = tf.convert_to_tensor(gradient)
@@ -43,12 +77,12 @@ class _FusedUpdate:
                 var=variable.handle,
                 m=self._momentums[index].handle,
                 v=self._velocities[index].handle,
-                beta1_power=tf.pow(beta_1, step),
-                beta2_power=tf.pow(beta_2, step),
-                lr=tf.cast(learning_rate, dtype),
+                beta1_power=beta1_power,
+                beta2_power=beta2_power,
+                lr=lr,
                 beta1=beta_1,
                 beta2=beta_2,
-                epsilon=tf.cast(self.epsilon, dtype),
+                epsilon=epsilon,
                 grad=tf.cast(gradient, dtype),
             )
 
