@@ -115,7 +115,9 @@ class FusedAdam(_FusedUpdate, keras.optimizers.Adam):
     `v ← β₂v + (1-β₂)g²`, `w ← w - lr·√(1-β₂ᵗ)/(1-β₁ᵗ)·m/(√v + ε)`); each
     variable's update is TensorFlow's `ResourceApplyAdam` instead of Keras 3's
     ten element-wise ops. On the census MMoE (14 variables) the training step's
-    graph went from 1,018 to 682 ops. `amsgrad=True` uses Keras' own update.
+    graph went from 1,018 to 682 ops; outside a distribution strategy the step's
+    β powers and rate are computed once for all the variables (bench_din's step
+    619 -> 507 ops). `amsgrad=True` uses Keras' own update.
     Under tf_keras (Keras 2) it is tf_keras' Adam.
 
     Example:
