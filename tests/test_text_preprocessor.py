@@ -25,7 +25,7 @@ from keras_attn.models import text_classifier as tc
 from keras_attn.models.bert import BertBackbone, BertClassifier
 from keras_attn.models.bert_preprocessor import BertPreprocessor
 from keras_attn.models.hf_checkpoint import HFCheckpoint
-from keras_attn.models.text_classifier import FINE_TUNING, _model_inputs
+from keras_attn.models.text_classifier import _model_inputs
 from keras_attn.text import HashedNgrams, SentenceTokenizer, Tokenizer
 from keras_attn.text.bert_tokenizer import BertTokenizer
 from tests import hf_folders
@@ -327,8 +327,6 @@ def test_the_pretrained_kind_s_stages_alone(tmp_path):
     )
     preprocessor = kind.preprocessor(fit)
     assert isinstance(preprocessor.tokenizer, BertPreprocessor)
-    # A TextFit without `truncate` gets fit_text_classifier's default.
-    assert preprocessor.tokenizer.truncate == FINE_TUNING["truncate"] == "middle"
     # The corpus's 95th percentile of pieces, [CLS] and [SEP] included.
     assert fit.sizes["sequence_length"] == preprocessor.sequence_length == 6
     net = kind.model(fit, preprocessor)

@@ -79,8 +79,8 @@ class TextFit:
     #: The `HFCheckpoint` of a pretrained kind, else None.
     checkpoint: object = None
     #: What a document longer than a pretrained kind's sequence loses
-    #: (`BertPreprocessor`'s `truncate`); None: `FINE_TUNING`'s, as
-    #: `fit_text_classifier`'s default.
+    #: (`BertPreprocessor`'s `truncate`): `fit_text_classifier` resolves it with
+    #: the checkpoint (`FINE_TUNING`'s by default); None without one.
     truncate: str | None = None
     #: The wide part: False, or `NgramLinear` arguments (`_resolve_wide`).
     wide: object = False
@@ -189,15 +189,12 @@ def _bert_preprocessor(fit: TextFit) -> TextPreprocessor:
 
 
 def _pretrained_bert_preprocessor(fit: TextFit) -> TextPreprocessor:
-    # Here, not at the top: text_deep imports this module.
-    from keras_attn.models.text_deep import FINE_TUNING
-
     tokenizer = _checkpoint_preprocessor(
         fit.checkpoint,
         fit.texts,
         fit.sizes["sequence_length"] if fit.length_given else None,
         fit.percentile,
-        fit.truncate or FINE_TUNING["truncate"],
+        fit.truncate,
     )
     fit.sizes["sequence_length"] = tokenizer.sequence_length
     return BertTextPreprocessor(tokenizer)
