@@ -574,7 +574,7 @@ def fit_text_classifier(
         vocabulary=vocabulary,
         percentile=percentile,
         checkpoint=checkpoint,
-        truncate=truncate,  # resolved above with a checkpoint, else None
+        truncate=truncate or FINE_TUNING["truncate"],
         wide=_resolve_wide(kind, wide, wide_training, limits, len(texts)),
         model_kwargs={**kind.model_defaults, **model_kwargs},
         strategy=strategy,

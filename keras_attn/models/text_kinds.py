@@ -79,9 +79,8 @@ class TextFit:
     #: The `HFCheckpoint` of a pretrained kind, else None.
     checkpoint: object = None
     #: What a document longer than a pretrained kind's sequence loses
-    #: (`BertPreprocessor`'s `truncate`): `fit_text_classifier` resolves it with
-    #: the checkpoint (`FINE_TUNING`'s by default); None without one.
-    truncate: str | None = None
+    #: (`BertPreprocessor`'s `truncate`).
+    truncate: str = "end"
     #: The wide part: False, or `NgramLinear` arguments (`_resolve_wide`).
     wide: object = False
     model_kwargs: dict = field(default_factory=dict)
