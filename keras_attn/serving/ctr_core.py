@@ -35,6 +35,8 @@ another shape, which serves its core as it is.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from keras_attn.backend import tf
@@ -165,11 +167,20 @@ def _product_table(table, sizes, dim, kernel):
     return product, np.asarray(strides, np.int64), offsets.astype(np.int64)
 
 
+class _Dense(NamedTuple):
+    """A `Dense` layer's weights as NumPy, and its activation (`config` as its
+    config names it, to compare two layers')."""
+
+    kernel: np.ndarray  # (in, out)
+    bias: np.ndarray  # (out,)
+    config: object
+    activation: object
+
+
 def _dense_stack(layer):
-    """`[(kernel, bias, activation config, activation), ...]` of a tower (None:
-    no layers), a `Dense` or a `Sequential` of `Dense` and `Dropout` layers
-    (dropout does nothing in inference); None for any other layer, or a
-    quantized or non-float32 `Dense`."""
+    """`[_Dense, ...]` of a tower (None: no layers), a `Dense` or a `Sequential`
+    of `Dense` and `Dropout` layers (dropout does nothing in inference); None for
+    any other layer, or a quantized or non-float32 `Dense`."""
     if layer is None:
         return []
     layers = getattr(layer, "layers", None)
@@ -192,7 +203,8 @@ def _dense_stack(layer):
             if dense.use_bias
             else np.zeros(kernel.shape[1], np.float32)
         )
-        stack.append((kernel, bias, dense.get_config()["activation"], dense.activation))
+        config = dense.get_config()["activation"]
+        stack.append(_Dense(kernel, bias, config, dense.activation))
     return stack
 
 
@@ -217,43 +229,40 @@ def _stacked_tasks(model, tasks):
     activations applied once when they share one, else per task after the
     split).
     """
-    stacks = [_dense_stack(model.towers[task]) for task in tasks]
+    towers = [_dense_stack(model.towers[task]) for task in tasks]
     heads = [_dense_stack(model.heads[task]) for task in tasks]
-    if any(s is None for s in stacks + heads) or any(len(h) != 1 for h in heads):
+    if any(s is None for s in towers + heads) or any(len(h) != 1 for h in heads):
         return None
+    # Each task's layers, its head last.
+    stacks = [tower + head for tower, head in zip(towers, heads)]
     depth = len(stacks[0])
     if any(
-        len(s) != depth or s[d][2] != stacks[0][d][2]
+        len(s) != depth or s[d].config != stacks[0][d].config
         for s in stacks
-        for d in range(depth)
+        for d in range(depth - 1)
     ):
         return None
     layers = [
         (
-            _block_diagonal([s[d][0] for s in stacks]),
-            np.concatenate([s[d][1] for s in stacks]),
-            stacks[0][d][3],
+            _block_diagonal([s[d].kernel for s in stacks]),
+            np.concatenate([s[d].bias for s in stacks]),
         )
         for d in range(depth)
     ]
-    shared = all(h[0][2] == heads[0][0][2] for h in heads)
-    head_kernel = _block_diagonal([h[0][0] for h in heads])
-    head_bias = np.concatenate([h[0][1] for h in heads])
-    widths = [h[0][0].shape[1] for h in heads]
+    heads = [s[-1] for s in stacks]
+    shared = all(h.config == heads[0].config for h in heads)
+    widths = [h.kernel.shape[1] for h in heads]
 
     def call(mixed):
         h = mixed
-        for kernel, bias, act in layers:
-            h = act(tf.matmul(h, kernel) + bias)
-        logits = tf.matmul(h, head_kernel) + head_bias
+        for d, (kernel, bias) in enumerate(layers):
+            h = tf.matmul(h, kernel) + bias
+            if d < depth - 1:
+                h = stacks[0][d].activation(h)
         if shared:
-            outs = tf.split(heads[0][0][3](logits), widths, axis=1)
-        else:
-            outs = [
-                head[0][3](out)
-                for head, out in zip(heads, tf.split(logits, widths, axis=1))
-            ]
-        return dict(zip(tasks, outs))
+            return dict(zip(tasks, tf.split(heads[0].activation(h), widths, axis=1)))
+        outs = tf.split(h, widths, axis=1)
+        return {t: head.activation(o) for t, head, o in zip(tasks, heads, outs)}
 
     return call
 
@@ -282,7 +291,8 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     numbers = embedding.num_numeric
     expert_kernel, gate_kernel = _first_layer(model)
     experts, units = mmoe.num_experts, mmoe.expert_layers[0][0].shape[-1]
-    expert_bias = np.asarray(mmoe.expert_layers[0][1], np.float32)  # (experts, units)
+    # (experts * units,): the experts' first bias, in their columns' order.
+    expert_bias = np.asarray(mmoe.expert_layers[0][1], np.float32).reshape(-1)
     deeper = [
         (np.asarray(k, np.float32), np.asarray(b, np.float32))
         for k, b in mmoe.expert_layers[1:]
@@ -312,8 +322,9 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         return out
 
     def first_layer(encoded):
-        # (batch, experts * units + gate columns): the first layer's product
-        # before its bias, from the product table's rows summed per example.
+        # (batch, experts * units + gate columns): the first layer's product,
+        # the experts' bias included (it sits in the table's first group), from
+        # the product table's rows summed per example.
         ids = encoded["categorical_ids"]  # (batch, fields)
         if not ids.dtype.is_integer:
             ids = tf.floor(ids)
@@ -370,7 +381,7 @@ def folded_ctr_core(model, trusted_ids: bool = True):
         # gate_logits: (batch, tasks * experts) of softmax gates, None for the
         # attention gate.
         if not biased:
-            expert_columns += np.reshape(expert_bias, [-1])
+            expert_columns += expert_bias
         hidden = activation(tf.reshape(expert_columns, [-1, experts, units]))
         if deeper:
             columns = tf.unstack(hidden, num=experts, axis=1)
@@ -382,9 +393,9 @@ def folded_ctr_core(model, trusted_ids: bool = True):
             hidden = tf.stack(columns, axis=1)  # (batch, experts, out units)
         # Each task's mix as a product and a sum over the experts, the tasks'
         # gates by one unstack. A Session call of the mix alone (census sizes,
-        # AMD EPYC) took 200 / 225 µs at batch 64 / 512 so, 220 / 242 by one
-        # batched matmul and 200 / 300 by one broadcast product of every task
-        # (the same at batch 1).
+        # AMD EPYC) took 200 / 225 µs at batch 64 / 512 this way, 220 / 242 by
+        # one batched matmul and 200 / 300 by one broadcast product of every
+        # task (the same at batch 1).
         if gate_logits is not None:
             logits = tf.reshape(gate_logits, [-1, len(tasks), experts])
             by_task = tf.unstack(_exp_normalize(logits, axis=2), num=len(tasks), axis=1)
@@ -408,9 +419,8 @@ def folded_ctr_core(model, trusted_ids: bool = True):
     product, strides, group_rows = product
     # The experts' first bias in the first group's rows (each example reads one
     # of them, its zero row included): one add fewer per request.
-    product[group_rows[0] : group_rows[1] if len(group_rows) > 1 else None, :cut] += (
-        np.reshape(expert_bias, [-1])
-    )
+    first_group = slice(group_rows[0], group_rows[1] if len(group_rows) > 1 else None)
+    product[first_group, :cut] += expert_bias
 
     # Plain TensorFlow, no Python control flow on tensors: nothing for AutoGraph
     # to convert (under tf_keras it failed to read this closure's source, and
