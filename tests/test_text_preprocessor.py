@@ -327,6 +327,8 @@ def test_the_pretrained_kind_s_stages_alone(tmp_path):
     )
     preprocessor = kind.preprocessor(fit)
     assert isinstance(preprocessor.tokenizer, BertPreprocessor)
+    # A stage built without `truncate` cuts as fit_text_classifier's default does.
+    assert preprocessor.tokenizer.truncate == tc.FINE_TUNING["truncate"] == "middle"
     # The corpus's 95th percentile of pieces, [CLS] and [SEP] included.
     assert fit.sizes["sequence_length"] == preprocessor.sequence_length == 6
     net = kind.model(fit, preprocessor)

@@ -18,40 +18,14 @@ from keras_attn.models.bert_pretraining import (
 )
 from keras_attn.models.classifier_head import deep_part_model
 from keras_attn.models.text import compile_text_classifier
-from keras_attn.models.text_kinds import TextFit, TextModelKind
+from keras_attn.models.text_kinds import FINE_TUNING, TextFit, TextModelKind
 from keras_attn.models.text_preprocessor import model_structure
 from keras_attn.optimizers import FusedAdamW, LinearWarmUpDecay
 from keras_attn.text.pretraining import pretraining_dataset
 
+# FINE_TUNING lives with the kinds (TextFit defaults to its `truncate`); it stays
+# importable from here.
 __all__ = ["FINE_TUNING"]
-
-#: Fine-tuning a pretrained checkpoint (`fit_text_classifier(checkpoint=...)`):
-#: AdamW (`FusedAdamW`, weight decay on every weight but biases and layer-norm
-#: scales and offsets) at `learning_rate`, warmed up linearly over the first
-#: `warmup_fraction` of the steps and decayed linearly to 0 at the last epoch
-#: (`LinearWarmUpDecay`), at most `epochs` epochs (early stopping keeps the best);
-#: a document longer than the sequence loses its middle (`BertPreprocessor`'s
-#: `truncate="middle"`: its first quarter and last three quarters kept).
-#: The settings of BERT's own fine-tuning recipe; on all-MiniLM-L6-v2, PyTorch +
-#: transformers runs with AdamW and 2-6 epochs reached 0.907-0.921 on AG News and
-#: 0.850-0.870 on review_polarity (issue 27). Measured on inner splits of
-#: bench_text's fitting parts (the test parts unread; benchmarks/RESULTS.md,
-#: bench_text_select_truncate_review_polarity and
-#: bench_text_select_learning_rate_ag_news): on review_polarity, whose reviews
-#: run to ~900 pieces for 256 read, "middle" scored 0.867 against 0.844 for "end"
-#: (the encoder alone 0.789; with "end" it reached 0.725 on the carved part, and
-#: the mix kept the wide part alone); on ag_news the peak rates 2e-5, 5e-5 and
-#: 1e-4 scored 0.898, 0.898 and 0.899 (one document of 960 apart), so the rate
-#: stays BERT's 5e-5, and 6 epochs 0.899, so 4 stay
-#: (bench_text_select_epochs_ag_news).
-FINE_TUNING = {
-    "epochs": 4,
-    "learning_rate": 5e-5,
-    "weight_decay": 0.01,
-    "warmup_fraction": 0.1,
-    "truncate": "middle",
-}
-
 
 #: Weights AdamW does not decay (regular expressions on the variable names).
 _NO_DECAY = ("bias", "gamma", "beta")
