@@ -240,9 +240,10 @@ def test_local_copy_keeps_the_weights_and_shard_variables_unwraps():
     assert [tuple(v.shape) for v in variables] == [(2, 3), (3,)]
 
 
-def _loop_job(backup_dir, epochs, fail_at_epoch=None):
+def _loop_job(backup_dir, epochs, fail_at_epoch=None, on_epoch=None):
     """A tiny model trained by fit_multi_worker on one device; the dataset raises
-    in `fail_at_epoch` (a crash mid-epoch)."""
+    in `fail_at_epoch` (a crash mid-epoch); `on_epoch(epoch)` runs as an epoch's
+    dataset is made."""
     keras.utils.set_random_seed(0)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     rng = np.random.default_rng(0)
@@ -253,6 +254,8 @@ def _loop_job(backup_dir, epochs, fail_at_epoch=None):
         optimizer = keras.optimizers.Adam(0.05)
 
     def dataset_fn(epoch, batch_size, context):
+        if on_epoch is not None:
+            on_epoch(epoch)
         ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(32, seed=epoch)
         ds = ds.batch(batch_size, drop_remainder=True)
         if epoch == fail_at_epoch:
@@ -283,5 +286,26 @@ def test_fit_multi_worker_resumes_from_its_backup(tmp_path):
     assert (tmp_path / "backup").exists()  # epochs 0 and 1 were backed up
     resumed, history = _loop_job(tmp_path / "backup", epochs=3)
     assert len(history) == 1  # epoch 2 only
+    for a, b in zip(resumed.get_weights(), plain.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_resumed_worker_saves_after_the_chief_removed_the_save_it_read(tmp_path):
+    # A non-chief worker restores the chief's last save, and the chief's next
+    # save removes it (max_to_keep=1) while the worker trains: the worker's own
+    # save must not go back to the removed files (it did: NotFound, in CI).
+    backup = tmp_path / "backup"
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _loop_job(backup, epochs=3, fail_at_epoch=2)
+    read = set(backup.iterdir())
+
+    def chief_saves_again(epoch):
+        for path in read - {backup / "checkpoint"}:
+            path.unlink()  # the restored save's data and index files
+
+    resumed, history = _loop_job(backup, epochs=3, on_epoch=chief_saves_again)
+    assert len(history) == 1 and np.isfinite(history).all()
+    plain, _ = _loop_job(tmp_path / "plain", epochs=3)
     for a, b in zip(resumed.get_weights(), plain.get_weights()):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
