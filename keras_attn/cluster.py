@@ -407,14 +407,13 @@ def fit_multi_worker(
         task = getattr(resolver, "task_id", None)
         write_dir = backup_dir if chief else f"{backup_dir}.worker_{task}"
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
-        # The save counter is made lazily, at the first save; read before it
-        # exists, its value would be restored only then, from a file the chief's
-        # next save may have removed meanwhile (max_to_keep=1): a worker started
-        # again failed its first save with NotFound. Made now, it is read now.
-        checkpoint.save_counter  # noqa: B018 (the property creates the variable)
         latest = tf.train.latest_checkpoint(backup_dir)
         if latest is not None:
-            checkpoint.read(latest).expect_partial()
+            # `restore`, not `read`: it makes the save counter now, so the counter
+            # is restored now too. With `read` it was restored at the first save,
+            # from a file the chief's save of that epoch may have removed
+            # (max_to_keep=1): a worker started again failed with NotFound.
+            checkpoint.restore(latest).expect_partial()
         manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=1)
 
     def replica_step(x, y):
