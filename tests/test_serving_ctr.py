@@ -344,22 +344,25 @@ def test_towers_and_heads_run_as_one_matmul_per_depth(tmp_path):
     ops = _request_ops(export(model, tmp_path / "stacked"))
     # The numbers' rows of the first layer, two tower depths, one head.
     assert ops["MatMul"] == 4, ops
-    uneven = CTRModel(
-        specs,
-        list(_TASKS),
-        embedding_dim=4,
-        multitask=MMoE(list(_TASKS), num_experts=2, expert_units=[4]),
-        towers={"click": keras.layers.Dense(3, "relu")},
-    )
-    assert _stacked_tasks(uneven, list(_TASKS)) is None
-    batch = next(iter(to_dataset(df.iloc[:8], specs, batch_size=8)))
     from keras_attn.models.ctr import split_ctr_model
 
-    preprocessor, core = split_ctr_model(uneven)
-    encoded = dict(preprocessor(batch))
-    served = folded_ctr_core(uneven)(encoded)
-    for name, value in core(encoded).items():
-        np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
+    batch = next(iter(to_dataset(df.iloc[:8], specs, batch_size=8)))
+    # One task with a tower, the other without: the first task's or the second's
+    # (a first task without one once hid the other's depth from the check).
+    for towered in _TASKS:
+        uneven = CTRModel(
+            specs,
+            list(_TASKS),
+            embedding_dim=4,
+            multitask=MMoE(list(_TASKS), num_experts=2, expert_units=[4]),
+            towers={towered: keras.layers.Dense(3, "relu")},
+        )
+        assert _stacked_tasks(uneven, list(_TASKS)) is None, towered
+        preprocessor, core = split_ctr_model(uneven)
+        encoded = dict(preprocessor(batch))
+        served = folded_ctr_core(uneven)(encoded)
+        for name, value in core(encoded).items():
+            np.testing.assert_allclose(served[name].numpy(), value.numpy(), atol=1e-6)
 
 
 def test_models_the_fold_does_not_cover_serve_their_core_as_it_is():

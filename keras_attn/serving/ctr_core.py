@@ -236,10 +236,10 @@ def _stacked_tasks(model, tasks):
     # Each task's layers, its head last.
     stacks = [tower + head for tower, head in zip(towers, heads)]
     depth = len(stacks[0])
-    if any(
-        len(s) != depth or s[d].config != stacks[0][d].config
-        for s in stacks
-        for d in range(depth - 1)
+    # Every task as deep as the first, and its towers' activations the same (the
+    # heads' may differ: applied after the split).
+    if any(len(s) != depth for s in stacks) or any(
+        s[d].config != stacks[0][d].config for s in stacks for d in range(depth - 1)
     ):
         return None
     layers = [
